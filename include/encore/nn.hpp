@@ -1,0 +1,323 @@
+// encore::nn - the Transformer building blocks of torch.nn, in C++, with torch's argument names, defaults,
+// shapes, mask semantics and state_dict keys, so code and checkpoints port one to one.
+//
+//   #include <encore/nn.hpp>
+//   encore::nn::TransformerEncoderLayer layer(/*d_model=*/512, /*nhead=*/8);      // post-LN, relu, (T, B, E)
+//   encore::nn::TransformerEncoder encoder(layer, /*num_layers=*/6);
+//   encoder.eval();
+//   encore::Tensor src = encore::Tensor::zeros({/*T=*/10, /*B=*/2, 512});
+//   encore::Tensor out = encoder.forward(src);                                      // (10, 2, 512)
+//
+// Masks follow torch: a bool mask's True means "ignore / may not attend"; a float mask is added to the
+// attention scores. attn_mask is (T, S) or (B*nhead, T, S); key_padding_mask is (B, S).
+// Deliberate differences from torch are listed in docs/torch_differences.md; the main ones: a fully masked
+// attention row gives zero weights (torch: NaN), and is_causal=true without a mask applies a causal mask
+// (torch raises).
+//
+// Thread safety: forward() does not modify the module and may run concurrently on one module from several
+// threads; load_state_dict/train/eval may not run concurrently with anything else.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "encore/tensor.hpp"
+
+namespace encore::nn {
+
+using StateDict = std::map<std::string, Tensor>;
+
+// Called with every named intermediate activation ("layers.3.self_attn.out") when installed; see ScopedObserver.
+using Observer = std::function<void(const std::string& name, const Tensor& value)>;
+
+// Installs an observer for the current thread while in scope (used by `encore trace` and debug dumps).
+class ScopedObserver {
+ public:
+  explicit ScopedObserver(Observer fn);
+  ~ScopedObserver();
+  ScopedObserver(const ScopedObserver&) = delete;
+  ScopedObserver& operator=(const ScopedObserver&) = delete;
+
+ private:
+  Observer previous_;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // Parameters with torch's state_dict names, in registration order.
+  std::vector<std::pair<std::string, Tensor*>> named_parameters();
+  StateDict state_dict();  // tensors share storage with the module
+  // Copies every tensor of sd into the parameter of the same name. strict: keys must match exactly.
+  // Throws encore::Error naming a missing or unexpected key, a wrong shape or a non-float32 dtype.
+  void load_state_dict(const StateDict& sd, bool strict = true);
+  int64_t num_parameters();
+
+  void train(bool mode = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Xavier-uniform for weight matrices, zero biases, unit norm scales, from a seeded RNG.
+  void reset_parameters(uint64_t seed);
+
+  // The prefix used in observer names ("layers.3"); set by parents.
+  void set_name(const std::string& name);
+  const std::string& name() const { return name_; }
+
+ public:
+  // Subclasses list their own parameters (prefix + "weight", ...) and recurse into children.
+  virtual void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) = 0;
+  virtual void for_each_child(const std::function<void(Module&, const std::string&)>& fn) {}
+
+ protected:
+  void observe(const char* what, const Tensor& value) const;
+
+ public:
+  void clone_parameters();  // after a copy: give this module its own storage (deep copy)
+
+ protected:
+  bool training_ = true;
+  std::string name_;
+};
+
+class Linear : public Module {
+ public:
+  Linear() = default;
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& input) const;
+  Tensor weight, bias;  // (out, in), (out) or undefined
+  int64_t in_features = 0, out_features = 0;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+};
+
+class LayerNorm : public Module {
+ public:
+  LayerNorm() = default;
+  explicit LayerNorm(int64_t normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
+  Tensor forward(const Tensor& input) const;
+  Tensor weight, bias;
+  int64_t normalized_shape = 0;
+  double eps = 1e-5;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+};
+
+class RMSNorm : public Module {
+ public:
+  RMSNorm() = default;
+  // eps unset = torch's default, the float32 machine epsilon.
+  explicit RMSNorm(int64_t normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  Tensor forward(const Tensor& input) const;
+  Tensor weight;
+  int64_t normalized_shape = 0;
+  double eps = 0;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+};
+
+// Activation of the position-wise feed-forward network. Gated kinds (swiglu, geglu) make linear1 produce
+// 2*dim_feedforward features [a | b] and use act(a) * b (silu for swiglu, erf-gelu for geglu).
+enum class Activation { relu, gelu, gelu_tanh, silu, swiglu, geglu };
+Activation parse_activation(const std::string& name);  // torch's "relu"/"gelu" and the names above
+const char* activation_name(Activation act);
+
+struct AttentionResult {
+  Tensor output;   // like query
+  Tensor weights;  // (B, T, S) averaged over heads or (B, H, T, S); undefined unless need_weights
+};
+
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention() = default;
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
+                     bool add_bias_kv = false, bool add_zero_attn = false, std::optional<int64_t> kdim = std::nullopt,
+                     std::optional<int64_t> vdim = std::nullopt, bool batch_first = false);
+  // query (T, B, E) or (B, T, E) with batch_first, or unbatched (T, E); key/value likewise with S.
+  AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
+                          const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
+                          bool is_causal = false) const;
+  // The same on batch-first 3-D tensors, the form layers use internally.
+  AttentionResult forward_batch_first(const Tensor& query, const Tensor& key, const Tensor& value,
+                                      const Tensor& key_padding_mask, bool need_weights, const Tensor& attn_mask,
+                                      bool average_attn_weights, bool is_causal) const;
+
+  int64_t embed_dim = 0, num_heads = 0, head_dim = 0, kdim = 0, vdim = 0;
+  double dropout = 0.0;
+  bool batch_first = false;
+  // torch's layout: packed in_proj_weight (3E, E) when kdim == vdim == E, else separate q/k/v weights.
+  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
+  Linear out_proj;
+  uint64_t dropout_seed = 0;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+};
+
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer() = default;
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
+                          const std::string& activation = "relu", double layer_norm_eps = 1e-5,
+                          bool batch_first = false, bool norm_first = false, bool bias = true);
+  TransformerEncoderLayer(const TransformerEncoderLayer& other);  // deep copy (torch's copy.deepcopy)
+  TransformerEncoderLayer& operator=(const TransformerEncoderLayer& other);
+
+  Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
+                 bool is_causal = false) const;
+  // Batch-first 3-D form; when attn_weights is non-null it receives per-head weights (B, H, T, T).
+  Tensor forward_batch_first(const Tensor& x, const Tensor& src_mask, const Tensor& src_key_padding_mask,
+                             bool is_causal, Tensor* attn_weights = nullptr) const;
+
+  MultiheadAttention self_attn;
+  Linear linear1, linear2;
+  LayerNorm norm1, norm2;
+  int64_t d_model = 0, dim_feedforward = 0;
+  double dropout = 0.1;
+  Activation activation = Activation::relu;
+  bool batch_first = false, norm_first = false;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+};
+
+// Every layer's output (and, on request, attention weights) besides the final result.
+struct EncoderTrace {
+  bool want_hidden_states = false, want_attentions = false;
+  std::vector<Tensor> hidden_states;  // input embeddings first, then each layer's output (batch-first)
+  std::vector<Tensor> attentions;     // per layer (B, H, T, T)
+};
+
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder() = default;
+  // num_layers deep copies of encoder_layer (as torch does) or, with share_parameters, one layer applied
+  // num_layers times (ALBERT's cross-layer sharing).
+  TransformerEncoder(const TransformerEncoderLayer& encoder_layer, int64_t num_layers,
+                     std::optional<LayerNorm> norm = std::nullopt, bool share_parameters = false);
+  Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
+                 std::optional<bool> is_causal = std::nullopt, EncoderTrace* trace = nullptr) const;
+
+  std::vector<TransformerEncoderLayer> layers;
+  std::optional<LayerNorm> norm;
+  int64_t num_layers = 0;
+  bool share_parameters = false;
+  bool batch_first = false;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+};
+
+class TransformerDecoderLayer : public Module {
+ public:
+  TransformerDecoderLayer() = default;
+  TransformerDecoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
+                          const std::string& activation = "relu", double layer_norm_eps = 1e-5,
+                          bool batch_first = false, bool norm_first = false, bool bias = true);
+  TransformerDecoderLayer(const TransformerDecoderLayer& other);
+  TransformerDecoderLayer& operator=(const TransformerDecoderLayer& other);
+
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
+                 bool memory_is_causal = false) const;
+  Tensor forward_batch_first(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask,
+                             const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                             const Tensor& memory_key_padding_mask, bool tgt_is_causal, bool memory_is_causal) const;
+
+  MultiheadAttention self_attn, multihead_attn;
+  Linear linear1, linear2;
+  LayerNorm norm1, norm2, norm3;
+  int64_t d_model = 0, dim_feedforward = 0;
+  double dropout = 0.1;
+  Activation activation = Activation::relu;
+  bool batch_first = false, norm_first = false;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+};
+
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder() = default;
+  TransformerDecoder(const TransformerDecoderLayer& decoder_layer, int64_t num_layers,
+                     std::optional<LayerNorm> norm = std::nullopt);
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor(), std::optional<bool> tgt_is_causal = std::nullopt,
+                 bool memory_is_causal = false) const;
+
+  std::vector<TransformerDecoderLayer> layers;
+  std::optional<LayerNorm> norm;
+  int64_t num_layers = 0;
+  bool batch_first = false;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+};
+
+class Transformer : public Module {
+ public:
+  Transformer(int64_t d_model = 512, int64_t nhead = 8, int64_t num_encoder_layers = 6,
+              int64_t num_decoder_layers = 6, int64_t dim_feedforward = 2048, double dropout = 0.1,
+              const std::string& activation = "relu", double layer_norm_eps = 1e-5, bool batch_first = false,
+              bool norm_first = false, bool bias = true);
+  Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = Tensor(),
+                 const Tensor& tgt_mask = Tensor(), const Tensor& memory_mask = Tensor(),
+                 const Tensor& src_key_padding_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor(), std::optional<bool> src_is_causal = std::nullopt,
+                 std::optional<bool> tgt_is_causal = std::nullopt, bool memory_is_causal = false) const;
+
+  TransformerEncoder encoder;
+  TransformerDecoder decoder;
+  int64_t d_model = 0, nhead = 0;
+  bool batch_first = false;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+};
+
+enum class PositionKind { none, sinusoidal, learned };
+
+// Token embeddings + positions (sinusoidal table or learned) + optional token types. ids (B, T) int64.
+// scale_by_sqrt_d multiplies token embeddings by sqrt(d_model), as the original Transformer does.
+class Embeddings : public Module {
+ public:
+  Embeddings() = default;
+  Embeddings(int64_t vocab_size, int64_t d_model, int64_t max_positions, PositionKind positions,
+             int64_t type_vocab_size = 0, bool scale_by_sqrt_d = false);
+  Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(), int64_t past_length = 0) const;
+
+  Tensor word_embeddings, position_embeddings, token_type_embeddings;  // (V, C), (P, C), (types, C)
+  int64_t vocab_size = 0, d_model = 0, max_positions = 0, type_vocab_size = 0;
+  PositionKind positions = PositionKind::none;
+  bool scale_by_sqrt_d = false;
+
+ public:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+};
+
+// Seeds the generator that constructors use for initialisation and that training-mode dropout draws
+// from (like torch.manual_seed; the random streams themselves differ from torch's).
+void manual_seed(uint64_t seed);
+
+// torch.nn.Transformer.generate_square_subsequent_mask: (T, T) float, -inf above the diagonal, 0 elsewhere.
+Tensor generate_square_subsequent_mask(int64_t size);
+
+}  // namespace encore::nn

@@ -1,0 +1,94 @@
+// encore::Tensor - an n-dimensional array with shared, 64-byte aligned storage and cheap views.
+//
+//   encore::Tensor x = encore::Tensor::zeros({2, 5, 64});   // (B, T, C), row-major, last dim contiguous
+//   encore::Tensor row = x.select(0, 1);                      // view of batch 1: (5, 64)
+//   float* p = x.data<float>();
+//
+// Ownership: a Tensor is a handle; copies share storage (like torch.Tensor). Storage is freed with its last
+// handle; external memory (mmap, numpy) can be wrapped with a keep-alive owner. Tensors are not
+// thread-safe for concurrent writes; concurrent reads are fine.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "encore/error.hpp"
+
+namespace encore {
+
+enum class DType : uint8_t { f32, bf16, f16, i8, u8, i32, i64, boolean };
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& shape);  // "(2, 5, 64)"
+
+// Bytes of tensor storage live now and at the peak since the last reset (all threads).
+struct MemoryStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+MemoryStats memory_stats();
+void reset_peak_memory();  // peak := current
+
+class Storage;
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: defined() is false
+
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  static Tensor full(const Shape& shape, float value);
+  // Copies numel floats from data.
+  static Tensor from_floats(const Shape& shape, const float* data);
+  // Wraps external memory without copying; owner keeps it alive. Strides in elements (empty = contiguous).
+  static Tensor wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner,
+                     const Shape& strides = {});
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const;
+  DType dtype() const { return dtype_; }
+  bool is_contiguous() const;
+  std::string shape_str() const { return encore::shape_str(shape_); }
+
+  template <typename T>
+  T* data() const {
+    return reinterpret_cast<T*>(raw_data());
+  }
+  void* raw_data() const;
+
+  // Views share storage.
+  Tensor view(const Shape& shape) const;  // contiguous only; one -1 allowed
+  Tensor slice(int64_t d, int64_t start, int64_t end) const;
+  Tensor select(int64_t d, int64_t index) const;  // drops dimension d
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor unsqueeze(int64_t d) const;
+
+  Tensor contiguous() const;  // this if already contiguous, else a packed copy
+  Tensor clone() const;       // always a packed copy
+  void copy_from(const Tensor& src);  // same shape and dtype; any strides
+  void fill(float value);             // f32 only
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  int64_t offset_ = 0;  // in elements
+  Shape shape_, strides_;
+  DType dtype_ = DType::f32;
+};
+
+Shape contiguous_strides(const Shape& shape);
+
+// Shape-check helper for public entry points: throws "<name>: expected <what>, got (…)" on mismatch.
+// expected entries of -1 match any size.
+void check_shape(const Tensor& t, const char* name, const Shape& expected);
+void check_dtype(const Tensor& t, const char* name, DType expected);
+
+}  // namespace encore

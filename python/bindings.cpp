@@ -1,0 +1,330 @@
+// Python bindings: encore.nn mirrors torch.nn's Transformer modules over numpy arrays. Binding code only:
+// argument conversion, torch's signatures and defaults, and the GIL released around the C++ compute.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <optional>
+
+#include "encore/nn.hpp"
+#include "encore/runtime.hpp"
+
+namespace py = pybind11;
+using encore::DType;
+using encore::Shape;
+using encore::Tensor;
+namespace nn = encore::nn;
+
+namespace {
+
+std::string numpy_dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
+
+// A numpy float32 array as a Tensor (copied, so the C++ side never touches Python memory without the GIL).
+Tensor float_tensor(const py::handle& obj, const char* name) {
+  if (!py::isinstance<py::array>(obj))
+    throw encore::Error(std::string(name) + ": expected a numpy.ndarray of float32, got " +
+                        py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+  py::array a = py::reinterpret_borrow<py::array>(obj);
+  if (!a.dtype().is(py::dtype::of<float>()))
+    throw encore::Error(std::string(name) + ": expected dtype float32, got " + numpy_dtype_name(a));
+  auto c = py::array_t<float, py::array::c_style>::ensure(a);
+  Shape shape(c.shape(), c.shape() + c.ndim());
+  Tensor t = Tensor::empty(shape);
+  if (t.numel()) std::memcpy(t.raw_data(), c.data(), static_cast<size_t>(t.numel()) * sizeof(float));
+  return t;
+}
+
+
+// A mask: bool (True = masked) or float32 (additive), or None.
+Tensor mask_tensor(const py::object& obj, const char* name) {
+  if (obj.is_none()) return Tensor();
+  if (!py::isinstance<py::array>(obj))
+    throw encore::Error(std::string(name) + ": expected a numpy bool or float32 array, got " +
+                        py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+  py::array a = py::reinterpret_borrow<py::array>(obj);
+  if (a.dtype().is(py::dtype::of<bool>())) {
+    auto c = py::array_t<bool, py::array::c_style>::ensure(a);
+    Tensor t = Tensor::empty(Shape(c.shape(), c.shape() + c.ndim()), DType::boolean);
+    if (t.numel()) std::memcpy(t.raw_data(), c.data(), static_cast<size_t>(t.numel()));
+    return t;
+  }
+  if (a.dtype().is(py::dtype::of<float>())) return float_tensor(a, name);
+  throw encore::Error(std::string(name) + ": expected dtype bool or float32, got " + numpy_dtype_name(a));
+}
+
+// Zero-copy numpy view of a tensor; the capsule keeps the storage alive.
+py::object to_numpy(const Tensor& t_in) {
+  if (!t_in.defined()) return py::none();
+  Tensor t = t_in.contiguous();
+  auto* keep = new Tensor(t);
+  py::capsule owner(keep, [](void* p) { delete static_cast<Tensor*>(p); });
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  return py::array_t<float>(shape, t.data<float>(), owner);
+}
+
+nn::StateDict state_dict_from_python(const py::dict& d) {
+  nn::StateDict sd;
+  for (auto item : d) {
+    std::string key = py::str(item.first).cast<std::string>();
+    const py::handle& v = item.second;
+    if (!py::isinstance<py::array>(v))
+      throw encore::Error("load_state_dict: '" + key + "' must be a numpy.ndarray, got " +
+                          py::str(py::type::of(v).attr("__name__")).cast<std::string>());
+    py::array a = py::reinterpret_borrow<py::array>(v);
+    if (!a.dtype().is(py::dtype::of<float>()))
+      throw encore::Error("load_state_dict: '" + key + "' has dtype " + numpy_dtype_name(a) + ", expected float32");
+    sd.emplace(key, float_tensor(a, key.c_str()));
+  }
+  return sd;
+}
+
+py::dict state_dict_to_python(nn::Module& m) {
+  py::dict d;
+  for (auto& [name, t] : m.named_parameters()) d[py::str(name)] = to_numpy(*t);
+  return d;
+}
+
+std::optional<bool> optional_bool(const py::object& o) {
+  if (o.is_none()) return std::nullopt;
+  return o.cast<bool>();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_encore, m) {
+  m.doc() = "encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer modules)";
+  py::register_exception<encore::Error>(m, "Error", PyExc_ValueError);
+
+  m.def("set_num_threads", &encore::set_num_threads, py::arg("n"));
+  m.def("get_num_threads", &encore::get_num_threads);
+  m.def("runtime_info", &encore::runtime_info, "ISA, kernel table, GEMM engine and threads in use");
+  m.def("manual_seed", &nn::manual_seed, py::arg("seed"));
+
+  py::module_ mnn = m.def_submodule("nn", "torch.nn-compatible Transformer modules on numpy arrays");
+
+  py::class_<nn::Module>(mnn, "Module")
+      .def("state_dict", [](nn::Module& self) { return state_dict_to_python(self); })
+      .def(
+          "load_state_dict",
+          [](nn::Module& self, const py::dict& sd, bool strict) {
+            nn::StateDict s = state_dict_from_python(sd);
+            self.load_state_dict(s, strict);
+          },
+          py::arg("state_dict"), py::arg("strict") = true)
+      .def(
+          "train",
+          [](py::object self, bool mode) {
+            self.cast<nn::Module&>().train(mode);
+            return self;
+          },
+          py::arg("mode") = true)
+      .def("eval",
+           [](py::object self) {
+             self.cast<nn::Module&>().eval();
+             return self;
+           })
+      .def_property_readonly("training", &nn::Module::is_training)
+      .def("num_parameters", &nn::Module::num_parameters)
+      .def("reset_parameters", &nn::Module::reset_parameters, py::arg("seed"));
+
+  py::class_<nn::LayerNorm, nn::Module>(mnn, "LayerNorm")
+      .def(py::init<int64_t, double, bool, bool>(), py::arg("normalized_shape"), py::arg("eps") = 1e-5,
+           py::arg("elementwise_affine") = true, py::arg("bias") = true)
+      .def("forward", [](const nn::LayerNorm& self, const py::object& x) {
+        Tensor t = float_tensor(x, "input");
+        py::gil_scoped_release nogil;
+        Tensor out = self.forward(t);
+        py::gil_scoped_acquire gil;
+        return to_numpy(out);
+      }, py::arg("input"))
+      .def("__call__", [](py::object self, const py::object& x) { return self.attr("forward")(x); }, py::arg("input"));
+
+  py::class_<nn::RMSNorm, nn::Module>(mnn, "RMSNorm")
+      .def(py::init<int64_t, std::optional<double>, bool>(), py::arg("normalized_shape"), py::arg("eps") = py::none(),
+           py::arg("elementwise_affine") = true)
+      .def("forward", [](const nn::RMSNorm& self, const py::object& x) {
+        Tensor t = float_tensor(x, "input");
+        py::gil_scoped_release nogil;
+        Tensor out = self.forward(t);
+        py::gil_scoped_acquire gil;
+        return to_numpy(out);
+      }, py::arg("input"))
+      .def("__call__", [](py::object self, const py::object& x) { return self.attr("forward")(x); }, py::arg("input"));
+
+  auto mha_forward = [](const nn::MultiheadAttention& self, const py::object& query, const py::object& key,
+                        const py::object& value, const py::object& key_padding_mask, bool need_weights,
+                        const py::object& attn_mask, bool average_attn_weights, bool is_causal) {
+    Tensor q = float_tensor(query, "query");
+    Tensor k = key.is(query) ? q : float_tensor(key, "key");
+    Tensor v = value.is(key) ? k : (value.is(query) ? q : float_tensor(value, "value"));
+    Tensor kpm = mask_tensor(key_padding_mask, "key_padding_mask");
+    Tensor am = mask_tensor(attn_mask, "attn_mask");
+    nn::AttentionResult r;
+    {
+      py::gil_scoped_release nogil;
+      r = self.forward(q, k, v, kpm, need_weights, am, average_attn_weights, is_causal);
+    }
+    return py::make_tuple(to_numpy(r.output), to_numpy(r.weights));
+  };
+  py::class_<nn::MultiheadAttention, nn::Module>(mnn, "MultiheadAttention")
+      .def(py::init<int64_t, int64_t, double, bool, bool, bool, std::optional<int64_t>, std::optional<int64_t>, bool>(),
+           py::arg("embed_dim"), py::arg("num_heads"), py::arg("dropout") = 0.0, py::arg("bias") = true,
+           py::arg("add_bias_kv") = false, py::arg("add_zero_attn") = false, py::arg("kdim") = py::none(),
+           py::arg("vdim") = py::none(), py::arg("batch_first") = false)
+      .def_readonly("embed_dim", &nn::MultiheadAttention::embed_dim)
+      .def_readonly("num_heads", &nn::MultiheadAttention::num_heads)
+      .def_readonly("batch_first", &nn::MultiheadAttention::batch_first)
+      .def("forward", mha_forward, py::arg("query"), py::arg("key"), py::arg("value"),
+           py::arg("key_padding_mask") = py::none(), py::arg("need_weights") = true, py::arg("attn_mask") = py::none(),
+           py::arg("average_attn_weights") = true, py::arg("is_causal") = false)
+      .def("__call__", mha_forward, py::arg("query"), py::arg("key"), py::arg("value"),
+           py::arg("key_padding_mask") = py::none(), py::arg("need_weights") = true, py::arg("attn_mask") = py::none(),
+           py::arg("average_attn_weights") = true, py::arg("is_causal") = false);
+
+  auto enc_layer_forward = [](const nn::TransformerEncoderLayer& self, const py::object& src, const py::object& src_mask,
+                              const py::object& src_key_padding_mask, bool is_causal) {
+    Tensor s = float_tensor(src, "src");
+    Tensor mask = mask_tensor(src_mask, "src_mask");
+    Tensor kpm = mask_tensor(src_key_padding_mask, "src_key_padding_mask");
+    py::gil_scoped_release nogil;
+    Tensor out = self.forward(s, mask, kpm, is_causal);
+    py::gil_scoped_acquire gil;
+    return to_numpy(out);
+  };
+  py::class_<nn::TransformerEncoderLayer, nn::Module>(mnn, "TransformerEncoderLayer")
+      .def(py::init<int64_t, int64_t, int64_t, double, const std::string&, double, bool, bool, bool>(),
+           py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
+           py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
+           py::arg("norm_first") = false, py::arg("bias") = true)
+      .def_readonly("norm_first", &nn::TransformerEncoderLayer::norm_first)
+      .def_readonly("batch_first", &nn::TransformerEncoderLayer::batch_first)
+      .def("forward", enc_layer_forward, py::arg("src"), py::arg("src_mask") = py::none(),
+           py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = false)
+      .def("__call__", enc_layer_forward, py::arg("src"), py::arg("src_mask") = py::none(),
+           py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = false);
+
+  auto encoder_forward = [](const nn::TransformerEncoder& self, const py::object& src, const py::object& mask,
+                            const py::object& src_key_padding_mask, const py::object& is_causal) {
+    Tensor s = float_tensor(src, "src");
+    Tensor m = mask_tensor(mask, "mask");
+    Tensor kpm = mask_tensor(src_key_padding_mask, "src_key_padding_mask");
+    std::optional<bool> causal = optional_bool(is_causal);
+    py::gil_scoped_release nogil;
+    Tensor out = self.forward(s, m, kpm, causal);
+    py::gil_scoped_acquire gil;
+    return to_numpy(out);
+  };
+  py::class_<nn::TransformerEncoder, nn::Module>(mnn, "TransformerEncoder")
+      .def(py::init([](const nn::TransformerEncoderLayer& layer, int64_t num_layers, std::optional<nn::LayerNorm> norm,
+                       bool /*enable_nested_tensor*/, bool /*mask_check*/, bool share_parameters) {
+             return nn::TransformerEncoder(layer, num_layers, std::move(norm), share_parameters);
+           }),
+           py::arg("encoder_layer"), py::arg("num_layers"), py::arg("norm") = py::none(),
+           py::arg("enable_nested_tensor") = true, py::arg("mask_check") = true, py::arg("share_parameters") = false)
+      .def_readonly("num_layers", &nn::TransformerEncoder::num_layers)
+      .def("forward", encoder_forward, py::arg("src"), py::arg("mask") = py::none(),
+           py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = py::none())
+      .def("__call__", encoder_forward, py::arg("src"), py::arg("mask") = py::none(),
+           py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = py::none());
+
+  auto dec_layer_forward = [](const nn::TransformerDecoderLayer& self, const py::object& tgt, const py::object& memory,
+                              const py::object& tgt_mask, const py::object& memory_mask,
+                              const py::object& tgt_key_padding_mask, const py::object& memory_key_padding_mask,
+                              bool tgt_is_causal, bool memory_is_causal) {
+    Tensor t = float_tensor(tgt, "tgt"), mem = float_tensor(memory, "memory");
+    Tensor tm = mask_tensor(tgt_mask, "tgt_mask"), mm = mask_tensor(memory_mask, "memory_mask");
+    Tensor tk = mask_tensor(tgt_key_padding_mask, "tgt_key_padding_mask");
+    Tensor mk = mask_tensor(memory_key_padding_mask, "memory_key_padding_mask");
+    py::gil_scoped_release nogil;
+    Tensor out = self.forward(t, mem, tm, mm, tk, mk, tgt_is_causal, memory_is_causal);
+    py::gil_scoped_acquire gil;
+    return to_numpy(out);
+  };
+  py::class_<nn::TransformerDecoderLayer, nn::Module>(mnn, "TransformerDecoderLayer")
+      .def(py::init<int64_t, int64_t, int64_t, double, const std::string&, double, bool, bool, bool>(),
+           py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
+           py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
+           py::arg("norm_first") = false, py::arg("bias") = true)
+      .def("forward", dec_layer_forward, py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
+           py::arg("memory_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
+           py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = false,
+           py::arg("memory_is_causal") = false)
+      .def("__call__", dec_layer_forward, py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
+           py::arg("memory_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
+           py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = false,
+           py::arg("memory_is_causal") = false);
+
+  auto decoder_forward = [](const nn::TransformerDecoder& self, const py::object& tgt, const py::object& memory,
+                            const py::object& tgt_mask, const py::object& memory_mask,
+                            const py::object& tgt_key_padding_mask, const py::object& memory_key_padding_mask,
+                            const py::object& tgt_is_causal, bool memory_is_causal) {
+    Tensor t = float_tensor(tgt, "tgt"), mem = float_tensor(memory, "memory");
+    Tensor tm = mask_tensor(tgt_mask, "tgt_mask"), mm = mask_tensor(memory_mask, "memory_mask");
+    Tensor tk = mask_tensor(tgt_key_padding_mask, "tgt_key_padding_mask");
+    Tensor mk = mask_tensor(memory_key_padding_mask, "memory_key_padding_mask");
+    std::optional<bool> causal = optional_bool(tgt_is_causal);
+    py::gil_scoped_release nogil;
+    Tensor out = self.forward(t, mem, tm, mm, tk, mk, causal, memory_is_causal);
+    py::gil_scoped_acquire gil;
+    return to_numpy(out);
+  };
+  py::class_<nn::TransformerDecoder, nn::Module>(mnn, "TransformerDecoder")
+      .def(py::init<const nn::TransformerDecoderLayer&, int64_t, std::optional<nn::LayerNorm>>(),
+           py::arg("decoder_layer"), py::arg("num_layers"), py::arg("norm") = py::none())
+      .def_readonly("num_layers", &nn::TransformerDecoder::num_layers)
+      .def("forward", decoder_forward, py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
+           py::arg("memory_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
+           py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = py::none(),
+           py::arg("memory_is_causal") = false)
+      .def("__call__", decoder_forward, py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
+           py::arg("memory_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
+           py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = py::none(),
+           py::arg("memory_is_causal") = false);
+
+  auto transformer_forward = [](const nn::Transformer& self, const py::object& src, const py::object& tgt,
+                                const py::object& src_mask, const py::object& tgt_mask, const py::object& memory_mask,
+                                const py::object& src_key_padding_mask, const py::object& tgt_key_padding_mask,
+                                const py::object& memory_key_padding_mask, const py::object& src_is_causal,
+                                const py::object& tgt_is_causal, bool memory_is_causal) {
+    Tensor s = float_tensor(src, "src"), t = float_tensor(tgt, "tgt");
+    Tensor sm = mask_tensor(src_mask, "src_mask"), tm = mask_tensor(tgt_mask, "tgt_mask");
+    Tensor mm = mask_tensor(memory_mask, "memory_mask");
+    Tensor sk = mask_tensor(src_key_padding_mask, "src_key_padding_mask");
+    Tensor tk = mask_tensor(tgt_key_padding_mask, "tgt_key_padding_mask");
+    Tensor mk = mask_tensor(memory_key_padding_mask, "memory_key_padding_mask");
+    std::optional<bool> sc = optional_bool(src_is_causal), tc = optional_bool(tgt_is_causal);
+    py::gil_scoped_release nogil;
+    Tensor out = self.forward(s, t, sm, tm, mm, sk, tk, mk, sc, tc, memory_is_causal);
+    py::gil_scoped_acquire gil;
+    return to_numpy(out);
+  };
+  py::class_<nn::Transformer, nn::Module>(mnn, "Transformer")
+      .def(py::init([](int64_t d_model, int64_t nhead, int64_t num_encoder_layers, int64_t num_decoder_layers,
+                       int64_t dim_feedforward, double dropout, const std::string& activation,
+                       const py::object& custom_encoder, const py::object& custom_decoder, double layer_norm_eps,
+                       bool batch_first, bool norm_first, bool bias) {
+             if (!custom_encoder.is_none() || !custom_decoder.is_none())
+               throw encore::Error("Transformer: custom_encoder/custom_decoder are not supported; build a "
+                                   "TransformerEncoder and TransformerDecoder instead");
+             return nn::Transformer(d_model, nhead, num_encoder_layers, num_decoder_layers, dim_feedforward, dropout,
+                                    activation, layer_norm_eps, batch_first, norm_first, bias);
+           }),
+           py::arg("d_model") = 512, py::arg("nhead") = 8, py::arg("num_encoder_layers") = 6,
+           py::arg("num_decoder_layers") = 6, py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
+           py::arg("activation") = "relu", py::arg("custom_encoder") = py::none(),
+           py::arg("custom_decoder") = py::none(), py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
+           py::arg("norm_first") = false, py::arg("bias") = true)
+      .def_static("generate_square_subsequent_mask",
+                  [](int64_t sz) { return to_numpy(nn::generate_square_subsequent_mask(sz)); }, py::arg("sz"))
+      .def("forward", transformer_forward, py::arg("src"), py::arg("tgt"), py::arg("src_mask") = py::none(),
+           py::arg("tgt_mask") = py::none(), py::arg("memory_mask") = py::none(),
+           py::arg("src_key_padding_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
+           py::arg("memory_key_padding_mask") = py::none(), py::arg("src_is_causal") = py::none(),
+           py::arg("tgt_is_causal") = py::none(), py::arg("memory_is_causal") = false)
+      .def("__call__", transformer_forward, py::arg("src"), py::arg("tgt"), py::arg("src_mask") = py::none(),
+           py::arg("tgt_mask") = py::none(), py::arg("memory_mask") = py::none(),
+           py::arg("src_key_padding_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
+           py::arg("memory_key_padding_mask") = py::none(), py::arg("src_is_causal") = py::none(),
+           py::arg("tgt_is_causal") = py::none(), py::arg("memory_is_causal") = false);
+}

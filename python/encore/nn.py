@@ -1,0 +1,17 @@
+"""torch.nn-compatible Transformer modules over numpy arrays (implemented in C++; see docs/torch_differences.md)."""
+from ._encore import nn as _nn
+
+LayerNorm = _nn.LayerNorm
+Module = _nn.Module
+MultiheadAttention = _nn.MultiheadAttention
+RMSNorm = _nn.RMSNorm
+Transformer = _nn.Transformer
+TransformerDecoder = _nn.TransformerDecoder
+TransformerDecoderLayer = _nn.TransformerDecoderLayer
+TransformerEncoder = _nn.TransformerEncoder
+TransformerEncoderLayer = _nn.TransformerEncoderLayer
+
+__all__ = [
+    "LayerNorm", "Module", "MultiheadAttention", "RMSNorm", "Transformer", "TransformerDecoder",
+    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
+]

@@ -1,0 +1,35 @@
+// The avx2 instantiation of the SIMD kernel bodies. Standard headers are included before the target
+// pragma so that their inline functions keep baseline code generation; only the code in namespace
+// encore::kernels::avx2 is compiled for avx2, and it is only called after dispatch.cpp checked the CPU.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/kernels.hpp"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+namespace encore::kernels::avx2 {
+#include "kernels/simd/vec_avx2.inl"
+#include "kernels/simd/math.inl"
+#include "kernels/simd/kernels.inl"
+}  // namespace encore::kernels::avx2
+
+#pragma GCC pop_options
+
+namespace encore::kernels {
+KernelTable make_avx2_table() {
+  KernelTable t{};
+  t.name = "avx2";
+  t.linear_f32 = linear_f32_onednn;
+  t.gemm_f32 = gemm_f32_onednn;
+  t.softmax_masked_f32 = avx2::softmax_masked_f32;
+  t.layernorm_forward_f32 = avx2::layernorm_forward_f32;
+  t.rmsnorm_forward_f32 = avx2::rmsnorm_forward_f32;
+  t.activation_f32 = avx2::activation_f32;
+  t.gated_f32 = avx2::gated_f32;
+  t.add_f32 = avx2::add_f32;
+  return t;
+}
+}  // namespace encore::kernels

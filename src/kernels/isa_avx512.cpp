@@ -1,0 +1,38 @@
+// The avx512 instantiation of the SIMD kernel bodies. Standard headers are included before the target
+// pragma so that their inline functions keep baseline code generation; only the code in namespace
+// encore::kernels::avx512 is compiled for avx512, and it is only called after dispatch.cpp checked the CPU.
+// GCC 12 warns spuriously inside its own AVX-512 intrinsic headers (GCC PR 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/kernels.hpp"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")
+
+namespace encore::kernels::avx512 {
+#include "kernels/simd/vec_avx512.inl"
+#include "kernels/simd/math.inl"
+#include "kernels/simd/kernels.inl"
+}  // namespace encore::kernels::avx512
+
+#pragma GCC pop_options
+
+namespace encore::kernels {
+KernelTable make_avx512_table() {
+  KernelTable t{};
+  t.name = "avx512";
+  t.linear_f32 = linear_f32_onednn;
+  t.gemm_f32 = gemm_f32_onednn;
+  t.softmax_masked_f32 = avx512::softmax_masked_f32;
+  t.layernorm_forward_f32 = avx512::layernorm_forward_f32;
+  t.rmsnorm_forward_f32 = avx512::rmsnorm_forward_f32;
+  t.activation_f32 = avx512::activation_f32;
+  t.gated_f32 = avx512::gated_f32;
+  t.add_f32 = avx512::add_f32;
+  return t;
+}
+}  // namespace encore::kernels

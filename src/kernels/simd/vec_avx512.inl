@@ -1,0 +1,27 @@
+// 16 x f32 vector for the AVX-512 instantiation of simd/*.inl. Included inside namespace
+// encore::kernels::avx512 under #pragma GCC target(avx512...), see isa_avx512.cpp.
+struct Vec {
+  __m512 v;
+};
+constexpr int kWidth = 16;
+inline Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline void store(float* p, Vec a) { _mm512_storeu_ps(p, a.v); }
+inline Vec set1(float x) { return {_mm512_set1_ps(x)}; }
+inline Vec add(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline Vec sub(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
+inline Vec mul(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline Vec div(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
+inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }  // a·b + c
+inline Vec vmax(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
+inline Vec vmin(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+inline Vec vabs(Vec a) { return {_mm512_abs_ps(a.v)}; }
+inline Vec copysign_of(Vec mag, Vec sign) {  // |mag| with the sign of sign
+  const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  __m512i s = _mm512_and_si512(_mm512_castps_si512(sign.v), sign_bit);
+  return {_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(vabs(mag).v), s))};
+}
+inline float reduce_add(Vec a) { return _mm512_reduce_add_ps(a.v); }
+inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
+// 2^n · p for integral-valued n; scalef underflows cleanly to 0 for very negative n.
+inline Vec scale_pow2(Vec p, Vec n) { return {_mm512_scalef_ps(p.v, n.v)}; }
+inline Vec round_nearest(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }

@@ -1,0 +1,144 @@
+// MultiheadAttention as torch.nn.MultiheadAttention: packed or separate in-projections, masks, weights.
+#include "nn/common.hpp"
+
+namespace encore::nn {
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, double dropout_, bool bias,
+                                       bool add_bias_kv, bool add_zero_attn, std::optional<int64_t> kdim_,
+                                       std::optional<int64_t> vdim_, bool batch_first_)
+    : embed_dim(embed_dim_),
+      num_heads(num_heads_),
+      kdim(kdim_.value_or(embed_dim_)),
+      vdim(vdim_.value_or(embed_dim_)),
+      dropout(dropout_),
+      batch_first(batch_first_) {
+  ENCORE_CHECK(embed_dim > 0 && num_heads > 0, "MultiheadAttention: embed_dim and num_heads must be positive, got ",
+               embed_dim, " and ", num_heads);
+  ENCORE_CHECK(embed_dim % num_heads == 0, "MultiheadAttention: embed_dim must be divisible by num_heads, got ",
+               embed_dim, " and ", num_heads);
+  ENCORE_CHECK(kdim > 0 && vdim > 0, "MultiheadAttention: kdim and vdim must be positive");
+  ENCORE_CHECK(!add_bias_kv && !add_zero_attn,
+               "MultiheadAttention: add_bias_kv and add_zero_attn are not supported (see docs/torch_differences.md)");
+  ENCORE_CHECK(dropout >= 0.0 && dropout <= 1.0, "MultiheadAttention: dropout must be in [0, 1], got ", dropout);
+  head_dim = embed_dim / num_heads;
+  if (kdim == embed_dim && vdim == embed_dim) {
+    in_proj_weight = Tensor::empty({3 * embed_dim, embed_dim});
+  } else {
+    q_proj_weight = Tensor::empty({embed_dim, embed_dim});
+    k_proj_weight = Tensor::empty({embed_dim, kdim});
+    v_proj_weight = Tensor::empty({embed_dim, vdim});
+  }
+  if (bias) in_proj_bias = Tensor::empty({3 * embed_dim});
+  out_proj = Linear(embed_dim, embed_dim, bias);
+  reset_parameters(detail::next_seed());
+}
+
+void MultiheadAttention::collect_parameters(const std::string& prefix,
+                                            std::vector<std::pair<std::string, Tensor*>>& out) {
+  if (in_proj_weight.defined()) out.emplace_back(prefix + "in_proj_weight", &in_proj_weight);
+  if (q_proj_weight.defined()) {
+    out.emplace_back(prefix + "q_proj_weight", &q_proj_weight);
+    out.emplace_back(prefix + "k_proj_weight", &k_proj_weight);
+    out.emplace_back(prefix + "v_proj_weight", &v_proj_weight);
+  }
+  if (in_proj_bias.defined()) out.emplace_back(prefix + "in_proj_bias", &in_proj_bias);
+  out_proj.collect_parameters(prefix + "out_proj.", out);
+}
+
+void MultiheadAttention::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
+  fn(out_proj, "out_proj");
+}
+
+static bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.raw_data() == b.raw_data() && a.shape() == b.shape() && a.strides() == b.strides();
+}
+
+AttentionResult MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const Tensor& key_padding_mask, bool need_weights,
+                                            const Tensor& attn_mask, bool average_attn_weights,
+                                            bool is_causal) const {
+  ENCORE_CHECK(query.defined() && key.defined() && value.defined(), "MultiheadAttention: query, key and value are required");
+  ENCORE_CHECK(query.dim() == 2 || query.dim() == 3, "MultiheadAttention: query: expected 2-D (unbatched) or 3-D, got ",
+               query.shape_str());
+  if (query.dim() == 2) {  // unbatched (T, E): run as a batch of one
+    ENCORE_CHECK(key.dim() == 2 && value.dim() == 2, "MultiheadAttention: unbatched query needs 2-D key and value, got ",
+                 key.shape_str(), " and ", value.shape_str());
+    Tensor kpm = key_padding_mask.defined() ? key_padding_mask.unsqueeze(0) : key_padding_mask;
+    // unsqueeze keeps data pointers, so self-attention is still recognised as such.
+    AttentionResult r = forward_batch_first(query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0), kpm,
+                                            need_weights, attn_mask, average_attn_weights, is_causal);
+    r.output = r.output.select(0, 0).contiguous();
+    if (r.weights.defined()) r.weights = r.weights.select(0, 0).contiguous();
+    return r;
+  }
+  const bool self_kv = same_tensor(key, value), self_qk = same_tensor(query, key);
+  Tensor q = detail::to_batch_first(query, batch_first, "query");
+  Tensor k = self_qk ? q : detail::to_batch_first(key, batch_first, "key");
+  Tensor v = self_kv ? k : detail::to_batch_first(value, batch_first, "value");
+  AttentionResult r =
+      forward_batch_first(q, k, v, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal);
+  r.output = detail::from_batch_first(r.output, batch_first);
+  return r;
+}
+
+AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                                        const Tensor& key_padding_mask, bool need_weights,
+                                                        const Tensor& attn_mask, bool average_attn_weights,
+                                                        bool is_causal) const {
+  const int64_t E = embed_dim;
+  check_shape(q_in, "query", {-1, -1, E});
+  check_shape(k_in, "key", {q_in.size(0), -1, kdim});
+  check_shape(v_in, "value", {q_in.size(0), k_in.size(1), vdim});
+  const bool packed = in_proj_weight.defined();
+  auto bias_part = [&](int64_t i) { return in_proj_bias.defined() ? in_proj_bias.slice(0, i * E, (i + 1) * E) : Tensor(); };
+  auto weight_part = [&](int64_t i0, int64_t i1) { return in_proj_weight.slice(0, i0 * E, i1 * E); };
+
+  Tensor q, k, v;
+  if (packed && same_tensor(q_in, k_in) && same_tensor(k_in, v_in)) {
+    // Self-attention: one GEMM for Q, K and V; heads read strided views of the packed (B, T, 3E) result.
+    Tensor qkv = ops::linear_forward(q_in, in_proj_weight, in_proj_bias);
+    observe("qkv", qkv);
+    q = qkv.slice(2, 0, E);
+    k = qkv.slice(2, E, 2 * E);
+    v = qkv.slice(2, 2 * E, 3 * E);
+  } else {
+    q = ops::linear_forward(q_in, packed ? weight_part(0, 1) : q_proj_weight, bias_part(0));
+    if (packed && same_tensor(k_in, v_in)) {  // cross-attention on one memory: K and V in one GEMM
+      Tensor kv_bias = in_proj_bias.defined() ? in_proj_bias.slice(0, E, 3 * E) : Tensor();
+      Tensor kv = ops::linear_forward(k_in, weight_part(1, 3), kv_bias);
+      k = kv.slice(2, 0, E);
+      v = kv.slice(2, E, 2 * E);
+    } else {
+      k = ops::linear_forward(k_in, packed ? weight_part(1, 2) : k_proj_weight, bias_part(1));
+      v = ops::linear_forward(v_in, packed ? weight_part(2, 3) : v_proj_weight, bias_part(2));
+    }
+  }
+
+  ops::AttentionMasks masks;
+  masks.attn_mask = ops::additive_mask(attn_mask, "attn_mask");
+  masks.key_padding_mask = ops::additive_mask(key_padding_mask, "key_padding_mask");
+  masks.causal = is_causal && !attn_mask.defined();
+  Tensor probs;
+  Tensor heads = ops::attention_forward(q, k, v, num_heads, masks, need_weights ? &probs : nullptr, dropout,
+                                        training_, detail::next_seed());
+  observe("heads", heads);
+  AttentionResult r;
+  r.output = ops::linear_forward(heads, out_proj.weight, out_proj.bias);
+  observe("out", r.output);
+  if (need_weights) {
+    if (average_attn_weights) {  // mean over heads: (B, H, T, S) -> (B, T, S)
+      const int64_t B = probs.size(0), H = probs.size(1), T = probs.size(2), S = probs.size(3);
+      r.weights = Tensor::zeros({B, T, S});
+      const float* p = probs.data<float>();
+      float* w = r.weights.data<float>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < T * S; ++i) w[b * T * S + i] += p[(b * H + h) * T * S + i] / static_cast<float>(H);
+    } else {
+      r.weights = probs;
+    }
+  }
+  return r;
+}
+
+}  // namespace encore::nn

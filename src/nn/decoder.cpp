@@ -1,0 +1,217 @@
+// TransformerDecoderLayer, TransformerDecoder and Transformer, following torch.nn.
+#include "nn/common.hpp"
+
+namespace encore::nn {
+
+TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model_, int64_t nhead, int64_t dim_feedforward_,
+                                                 double dropout_, const std::string& activation_,
+                                                 double layer_norm_eps, bool batch_first_, bool norm_first_, bool bias)
+    : self_attn(d_model_, nhead, dropout_, bias, false, false, std::nullopt, std::nullopt, true),
+      multihead_attn(d_model_, nhead, dropout_, bias, false, false, std::nullopt, std::nullopt, true),
+      d_model(d_model_),
+      dim_feedforward(dim_feedforward_),
+      dropout(dropout_),
+      activation(parse_activation(activation_)),
+      batch_first(batch_first_),
+      norm_first(norm_first_) {
+  ENCORE_CHECK(dim_feedforward > 0, "TransformerDecoderLayer: dim_feedforward must be positive, got ", dim_feedforward);
+  linear1 = Linear(d_model, detail::is_gated(activation) ? 2 * dim_feedforward : dim_feedforward, bias);
+  linear2 = Linear(dim_feedforward, d_model, bias);
+  norm1 = LayerNorm(d_model, layer_norm_eps, true, bias);
+  norm2 = LayerNorm(d_model, layer_norm_eps, true, bias);
+  norm3 = LayerNorm(d_model, layer_norm_eps, true, bias);
+  set_name("");
+}
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerDecoderLayer& other) { *this = other; }
+
+TransformerDecoderLayer& TransformerDecoderLayer::operator=(const TransformerDecoderLayer& other) {
+  if (this == &other) return *this;
+  self_attn = other.self_attn;
+  multihead_attn = other.multihead_attn;
+  linear1 = other.linear1;
+  linear2 = other.linear2;
+  norm1 = other.norm1;
+  norm2 = other.norm2;
+  norm3 = other.norm3;
+  d_model = other.d_model;
+  dim_feedforward = other.dim_feedforward;
+  dropout = other.dropout;
+  activation = other.activation;
+  batch_first = other.batch_first;
+  norm_first = other.norm_first;
+  training_ = other.training_;
+  name_ = other.name_;
+  clone_parameters();
+  return *this;
+}
+
+void TransformerDecoderLayer::collect_parameters(const std::string& prefix,
+                                                 std::vector<std::pair<std::string, Tensor*>>& out) {
+  self_attn.collect_parameters(prefix + "self_attn.", out);
+  multihead_attn.collect_parameters(prefix + "multihead_attn.", out);
+  linear1.collect_parameters(prefix + "linear1.", out);
+  linear2.collect_parameters(prefix + "linear2.", out);
+  norm1.collect_parameters(prefix + "norm1.", out);
+  norm2.collect_parameters(prefix + "norm2.", out);
+  norm3.collect_parameters(prefix + "norm3.", out);
+}
+
+void TransformerDecoderLayer::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
+  fn(self_attn, "self_attn");
+  fn(multihead_attn, "multihead_attn");
+  fn(linear1, "linear1");
+  fn(linear2, "linear2");
+  fn(norm1, "norm1");
+  fn(norm2, "norm2");
+  fn(norm3, "norm3");
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                        const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                        const Tensor& memory_key_padding_mask, bool tgt_is_causal,
+                                        bool memory_is_causal) const {
+  ENCORE_CHECK(tgt.defined() && memory.defined(), "TransformerDecoderLayer: tgt and memory are required");
+  if (tgt.dim() == 2) {
+    ENCORE_CHECK(memory.dim() == 2, "TransformerDecoderLayer: unbatched tgt needs 2-D memory, got ", memory.shape_str());
+    auto u = [](const Tensor& m) { return m.defined() ? m.unsqueeze(0) : m; };
+    return forward_batch_first(tgt.unsqueeze(0), memory.unsqueeze(0), tgt_mask, memory_mask, u(tgt_key_padding_mask),
+                               u(memory_key_padding_mask), tgt_is_causal, memory_is_causal)
+        .select(0, 0)
+        .contiguous();
+  }
+  Tensor x = detail::to_batch_first(tgt, batch_first, "tgt");
+  Tensor mem = detail::to_batch_first(memory, batch_first, "memory");
+  return detail::from_batch_first(forward_batch_first(x, mem, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                                      memory_key_padding_mask, tgt_is_causal, memory_is_causal),
+                                  batch_first);
+}
+
+Tensor TransformerDecoderLayer::forward_batch_first(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask,
+                                                    const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                                    const Tensor& memory_key_padding_mask, bool tgt_is_causal,
+                                                    bool memory_is_causal) const {
+  check_shape(x, "tgt", {-1, -1, d_model});
+  check_shape(memory, "memory", {x.size(0), -1, d_model});
+  auto drop = [&](const Tensor& t) { return ops::dropout_forward(t, dropout, training_, detail::next_seed()); };
+  auto sa_block = [&](const Tensor& h) {
+    return drop(self_attn.forward_batch_first(h, h, h, tgt_key_padding_mask, false, tgt_mask, false, tgt_is_causal).output);
+  };
+  auto mha_block = [&](const Tensor& h) {
+    return drop(multihead_attn
+                    .forward_batch_first(h, memory, memory, memory_key_padding_mask, false, memory_mask, false,
+                                         memory_is_causal)
+                    .output);
+  };
+  auto ff_block = [&](const Tensor& h) {
+    return drop(detail::feed_forward(*this, h, linear1, linear2, activation, dropout, training_));
+  };
+  Tensor out;
+  if (norm_first) {
+    // x = x + sa(norm1(x)) ; x = x + mha(norm2(x), mem) ; x = x + ff(norm3(x))
+    Tensor h = x.clone();
+    ops::add_forward_(h, sa_block(norm1.forward(h)));
+    ops::add_forward_(h, mha_block(norm2.forward(h)));
+    ops::add_forward_(h, ff_block(norm3.forward(h)));
+    out = h;
+  } else {
+    // x = norm1(x + sa(x)) ; x = norm2(x + mha(x, mem)) ; x = norm3(x + ff(x))
+    Tensor a = sa_block(x);
+    ops::add_forward_(a, x);
+    Tensor h1 = norm1.forward(a);
+    Tensor c = mha_block(h1);
+    ops::add_forward_(c, h1);
+    Tensor h2 = norm2.forward(c);
+    Tensor f = ff_block(h2);
+    ops::add_forward_(f, h2);
+    out = norm3.forward(f);
+  }
+  observe("out", out);
+  return out;
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& decoder_layer, int64_t num_layers_,
+                                       std::optional<LayerNorm> norm_)
+    : norm(std::move(norm_)), num_layers(num_layers_), batch_first(decoder_layer.batch_first) {
+  ENCORE_CHECK(num_layers > 0, "TransformerDecoder: num_layers must be positive, got ", num_layers);
+  layers.assign(num_layers, decoder_layer);
+  if (norm) norm->clone_parameters();
+  set_name("");
+}
+
+void TransformerDecoder::collect_parameters(const std::string& prefix,
+                                            std::vector<std::pair<std::string, Tensor*>>& out) {
+  for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "layers." + std::to_string(i) + ".", out);
+  if (norm) norm->collect_parameters(prefix + "norm.", out);
+}
+
+void TransformerDecoder::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
+  for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "layers." + std::to_string(i));
+  if (norm) fn(*norm, "norm");
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                   const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                   const Tensor& memory_key_padding_mask, std::optional<bool> tgt_is_causal,
+                                   bool memory_is_causal) const {
+  ENCORE_CHECK(tgt.defined() && memory.defined() && (tgt.dim() == 2 || tgt.dim() == 3),
+               "TransformerDecoder: tgt: expected 3-D (or 2-D unbatched), got ", tgt.defined() ? tgt.shape_str() : "none");
+  const bool unbatched = tgt.dim() == 2;
+  auto u = [&](const Tensor& m) { return unbatched && m.defined() ? m.unsqueeze(0) : m; };
+  Tensor x = unbatched ? tgt.unsqueeze(0) : detail::to_batch_first(tgt, batch_first, "tgt");
+  Tensor mem = unbatched ? memory.unsqueeze(0) : detail::to_batch_first(memory, batch_first, "memory");
+  for (const auto& layer : layers)
+    x = layer.forward_batch_first(x, mem, tgt_mask, memory_mask, u(tgt_key_padding_mask), u(memory_key_padding_mask),
+                                  tgt_is_causal.value_or(false), memory_is_causal);
+  if (norm) x = norm->forward(x);
+  if (unbatched) return x.select(0, 0).contiguous();
+  return detail::from_batch_first(x, batch_first);
+}
+
+Transformer::Transformer(int64_t d_model_, int64_t nhead_, int64_t num_encoder_layers, int64_t num_decoder_layers,
+                         int64_t dim_feedforward, double dropout, const std::string& activation, double layer_norm_eps,
+                         bool batch_first_, bool norm_first, bool bias)
+    : encoder(TransformerEncoderLayer(d_model_, nhead_, dim_feedforward, dropout, activation, layer_norm_eps,
+                                      batch_first_, norm_first, bias),
+              num_encoder_layers, LayerNorm(d_model_, layer_norm_eps, true, bias)),
+      decoder(TransformerDecoderLayer(d_model_, nhead_, dim_feedforward, dropout, activation, layer_norm_eps,
+                                      batch_first_, norm_first, bias),
+              num_decoder_layers, LayerNorm(d_model_, layer_norm_eps, true, bias)),
+      d_model(d_model_),
+      nhead(nhead_),
+      batch_first(batch_first_) {
+  set_name("");
+}
+
+void Transformer::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
+  encoder.collect_parameters(prefix + "encoder.", out);
+  decoder.collect_parameters(prefix + "decoder.", out);
+}
+
+void Transformer::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
+  fn(encoder, "encoder");
+  fn(decoder, "decoder");
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,
+                            const Tensor& memory_mask, const Tensor& src_key_padding_mask,
+                            const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask,
+                            std::optional<bool> src_is_causal, std::optional<bool> tgt_is_causal,
+                            bool memory_is_causal) const {
+  ENCORE_CHECK(src.defined() && tgt.defined(), "Transformer: src and tgt are required");
+  ENCORE_CHECK(src.dim() == tgt.dim(), "Transformer: src and tgt must have the same rank, got ", src.shape_str(),
+               " and ", tgt.shape_str());
+  if (src.dim() == 3) {
+    const int64_t bdim = batch_first ? 0 : 1;
+    ENCORE_CHECK(src.size(bdim) == tgt.size(bdim), "Transformer: the batch number of src and tgt must be equal, got ",
+                 src.shape_str(), " and ", tgt.shape_str());
+  }
+  ENCORE_CHECK(src.size(-1) == d_model && tgt.size(-1) == d_model,
+               "Transformer: the feature number of src and tgt must be equal to d_model ", d_model, ", got ",
+               src.shape_str(), " and ", tgt.shape_str());
+  Tensor memory = encoder.forward(src, src_mask, src_key_padding_mask, src_is_causal);
+  return decoder.forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                         tgt_is_causal, memory_is_causal);
+}
+
+}  // namespace encore::nn

@@ -1,0 +1,151 @@
+// TransformerEncoderLayer and TransformerEncoder, following torch.nn (Post-LN by default, Pre-LN with norm_first).
+#include "nn/common.hpp"
+
+namespace encore::nn {
+
+TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model_, int64_t nhead, int64_t dim_feedforward_,
+                                                 double dropout_, const std::string& activation_,
+                                                 double layer_norm_eps, bool batch_first_, bool norm_first_, bool bias)
+    : self_attn(d_model_, nhead, dropout_, bias, false, false, std::nullopt, std::nullopt, true),
+      d_model(d_model_),
+      dim_feedforward(dim_feedforward_),
+      dropout(dropout_),
+      activation(parse_activation(activation_)),
+      batch_first(batch_first_),
+      norm_first(norm_first_) {
+  ENCORE_CHECK(dim_feedforward > 0, "TransformerEncoderLayer: dim_feedforward must be positive, got ", dim_feedforward);
+  linear1 = Linear(d_model, detail::is_gated(activation) ? 2 * dim_feedforward : dim_feedforward, bias);
+  linear2 = Linear(dim_feedforward, d_model, bias);
+  norm1 = LayerNorm(d_model, layer_norm_eps, true, bias);
+  norm2 = LayerNorm(d_model, layer_norm_eps, true, bias);
+  set_name("");
+}
+
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayer& other) { *this = other; }
+
+TransformerEncoderLayer& TransformerEncoderLayer::operator=(const TransformerEncoderLayer& other) {
+  if (this == &other) return *this;
+  self_attn = other.self_attn;
+  linear1 = other.linear1;
+  linear2 = other.linear2;
+  norm1 = other.norm1;
+  norm2 = other.norm2;
+  d_model = other.d_model;
+  dim_feedforward = other.dim_feedforward;
+  dropout = other.dropout;
+  activation = other.activation;
+  batch_first = other.batch_first;
+  norm_first = other.norm_first;
+  training_ = other.training_;
+  name_ = other.name_;
+  clone_parameters();
+  return *this;
+}
+
+void TransformerEncoderLayer::collect_parameters(const std::string& prefix,
+                                                 std::vector<std::pair<std::string, Tensor*>>& out) {
+  self_attn.collect_parameters(prefix + "self_attn.", out);
+  linear1.collect_parameters(prefix + "linear1.", out);
+  linear2.collect_parameters(prefix + "linear2.", out);
+  norm1.collect_parameters(prefix + "norm1.", out);
+  norm2.collect_parameters(prefix + "norm2.", out);
+}
+
+void TransformerEncoderLayer::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
+  fn(self_attn, "self_attn");
+  fn(linear1, "linear1");
+  fn(linear2, "linear2");
+  fn(norm1, "norm1");
+  fn(norm2, "norm2");
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
+                                        bool is_causal) const {
+  ENCORE_CHECK(src.defined() && (src.dim() == 2 || src.dim() == 3),
+               "TransformerEncoderLayer: src: expected 3-D (or 2-D unbatched), got ", src.defined() ? src.shape_str() : "none");
+  if (src.dim() == 2) {
+    Tensor kpm = src_key_padding_mask.defined() ? src_key_padding_mask.unsqueeze(0) : src_key_padding_mask;
+    return forward_batch_first(src.unsqueeze(0), src_mask, kpm, is_causal).select(0, 0).contiguous();
+  }
+  Tensor x = detail::to_batch_first(src, batch_first, "src");
+  return detail::from_batch_first(forward_batch_first(x, src_mask, src_key_padding_mask, is_causal), batch_first);
+}
+
+Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tensor& src_mask,
+                                                    const Tensor& src_key_padding_mask, bool is_causal,
+                                                    Tensor* attn_weights) const {
+  check_shape(x, "src", {-1, -1, d_model});
+  auto sa_block = [&](const Tensor& h) {
+    AttentionResult r = self_attn.forward_batch_first(h, h, h, src_key_padding_mask, attn_weights != nullptr,
+                                                      src_mask, false, is_causal);
+    if (attn_weights) *attn_weights = r.weights;
+    return ops::dropout_forward(r.output, dropout, training_, detail::next_seed());
+  };
+  auto ff_block = [&](const Tensor& h) {
+    return ops::dropout_forward(detail::feed_forward(*this, h, linear1, linear2, activation, dropout, training_),
+                                dropout, training_, detail::next_seed());
+  };
+  Tensor out;
+  if (norm_first) {
+    // x = x + sa(norm1(x)) ; x = x + ff(norm2(x))
+    Tensor h = x.clone();
+    ops::add_forward_(h, sa_block(norm1.forward(x)));
+    observe("attn_residual", h);
+    ops::add_forward_(h, ff_block(norm2.forward(h)));
+    out = h;
+  } else {
+    // x = norm1(x + sa(x)) ; x = norm2(x + ff(x))
+    Tensor a = sa_block(x);
+    ops::add_forward_(a, x);
+    Tensor h = norm1.forward(a);
+    observe("norm1", h);
+    Tensor f = ff_block(h);
+    ops::add_forward_(f, h);
+    out = norm2.forward(f);
+  }
+  observe("out", out);
+  return out;
+}
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_layer, int64_t num_layers_,
+                                       std::optional<LayerNorm> norm_, bool share)
+    : norm(std::move(norm_)), num_layers(num_layers_), share_parameters(share), batch_first(encoder_layer.batch_first) {
+  ENCORE_CHECK(num_layers > 0, "TransformerEncoder: num_layers must be positive, got ", num_layers);
+  layers.assign(share ? 1 : num_layers, encoder_layer);  // deep copies
+  if (norm) norm->clone_parameters();
+  set_name("");
+}
+
+void TransformerEncoder::collect_parameters(const std::string& prefix,
+                                            std::vector<std::pair<std::string, Tensor*>>& out) {
+  for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "layers." + std::to_string(i) + ".", out);
+  if (norm) norm->collect_parameters(prefix + "norm.", out);
+}
+
+void TransformerEncoder::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
+  for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "layers." + std::to_string(i));
+  if (norm) fn(*norm, "norm");
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
+                                   std::optional<bool> is_causal, EncoderTrace* trace) const {
+  ENCORE_CHECK(src.defined() && (src.dim() == 2 || src.dim() == 3),
+               "TransformerEncoder: src: expected 3-D (or 2-D unbatched), got ", src.defined() ? src.shape_str() : "none");
+  const bool unbatched = src.dim() == 2;
+  Tensor x = unbatched ? src.unsqueeze(0) : detail::to_batch_first(src, batch_first, "src");
+  Tensor kpm = unbatched && src_key_padding_mask.defined() ? src_key_padding_mask.unsqueeze(0) : src_key_padding_mask;
+  const bool causal = is_causal.value_or(false);
+  if (trace && trace->want_hidden_states) trace->hidden_states.push_back(x);
+  for (int64_t i = 0; i < num_layers; ++i) {
+    const TransformerEncoderLayer& layer = layers[share_parameters ? 0 : i];
+    Tensor weights;
+    x = layer.forward_batch_first(x, mask, kpm, causal, trace && trace->want_attentions ? &weights : nullptr);
+    if (trace && trace->want_hidden_states) trace->hidden_states.push_back(x);
+    if (trace && trace->want_attentions) trace->attentions.push_back(weights);
+  }
+  if (norm) x = norm->forward(x);
+  if (unbatched) return x.select(0, 0).contiguous();
+  return detail::from_batch_first(x, batch_first);
+}
+
+}  // namespace encore::nn

@@ -1,0 +1,279 @@
+// Module plumbing (names, state_dict, init, train/eval) and the simple layers: Linear, LayerNorm, RMSNorm.
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "nn/common.hpp"
+
+namespace encore::nn {
+
+namespace {
+thread_local Observer t_observer;
+std::atomic<uint64_t> g_seed_state{0x5eed};
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t hash_name(const std::string& s) {  // FNV-1a
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+void manual_seed(uint64_t seed) { g_seed_state.store(seed); }
+
+namespace detail {
+uint64_t next_seed() {
+  uint64_t s = g_seed_state.fetch_add(0x9E3779B97F4A7C15ull);
+  return splitmix64(s);
+}
+void observe(const std::string& name, const Tensor& value) {
+  if (t_observer) t_observer(name, value);
+}
+bool observing() { return static_cast<bool>(t_observer); }
+}  // namespace detail
+
+ScopedObserver::ScopedObserver(Observer fn) : previous_(std::move(t_observer)) { t_observer = std::move(fn); }
+ScopedObserver::~ScopedObserver() { t_observer = std::move(previous_); }
+
+void Module::observe(const char* what, const Tensor& value) const {
+  if (detail::observing()) detail::observe(name_.empty() ? std::string(what) : name_ + "." + what, value);
+}
+
+void Module::set_name(const std::string& name) {
+  name_ = name;
+  for_each_child([&](Module& child, const std::string& child_name) {
+    child.set_name(name.empty() ? child_name : name + "." + child_name);
+  });
+}
+
+std::vector<std::pair<std::string, Tensor*>> Module::named_parameters() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  collect_parameters("", out);
+  return out;
+}
+
+StateDict Module::state_dict() {
+  StateDict sd;
+  for (auto& [name, t] : named_parameters()) sd.emplace(name, *t);
+  return sd;
+}
+
+void Module::load_state_dict(const StateDict& sd, bool strict) {
+  auto params = named_parameters();
+  std::set<std::string> known;
+  std::vector<std::string> missing;
+  for (auto& [name, t] : params) {
+    known.insert(name);
+    auto it = sd.find(name);
+    if (it == sd.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    const Tensor& src = it->second;
+    ENCORE_CHECK(src.dtype() == DType::f32, "load_state_dict: '", name, "' has dtype ", dtype_name(src.dtype()),
+                 ", expected float32");
+    ENCORE_CHECK(src.shape() == t->shape(), "load_state_dict: size mismatch for '", name, "': expected ",
+                 t->shape_str(), ", got ", src.shape_str());
+  }
+  std::vector<std::string> unexpected;
+  for (auto& [name, _] : sd)
+    if (!known.count(name)) unexpected.push_back(name);
+  if (strict && (!missing.empty() || !unexpected.empty())) {
+    std::string msg = "load_state_dict: ";
+    if (!missing.empty()) {
+      msg += "missing key(s):";
+      for (auto& m : missing) msg += " '" + m + "'";
+    }
+    if (!unexpected.empty()) {
+      msg += missing.empty() ? "unexpected key(s):" : "; unexpected key(s):";
+      for (auto& u : unexpected) msg += " '" + u + "'";
+    }
+    throw Error(msg);
+  }
+  // All checks passed: only now copy, so a failed load leaves the module unchanged.
+  for (auto& [name, t] : params) {
+    auto it = sd.find(name);
+    if (it != sd.end()) t->copy_from(it->second);
+  }
+}
+
+int64_t Module::num_parameters() {
+  int64_t n = 0;
+  for (auto& [_, t] : named_parameters()) n += t->numel();
+  return n;
+}
+
+void Module::train(bool mode) {
+  training_ = mode;
+  for_each_child([&](Module& child, const std::string&) { child.train(mode); });
+}
+
+void Module::reset_parameters(uint64_t seed) {
+  for (auto& [name, t] : named_parameters()) {
+    float* p = t->data<float>();
+    const int64_t n = t->numel();
+    if (ends_with(name, "bias")) {
+      for (int64_t i = 0; i < n; ++i) p[i] = 0.f;
+    } else if (t->dim() == 1) {  // norm scales
+      for (int64_t i = 0; i < n; ++i) p[i] = 1.f;
+    } else {
+      // Xavier-uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out)) for a (fan_out, fan_in) matrix.
+      const double a = std::sqrt(6.0 / static_cast<double>(t->size(0) + t->size(1)));
+      uint64_t state = seed ^ hash_name(name);
+      for (int64_t i = 0; i < n; ++i) {
+        const double u = static_cast<double>(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
+        p[i] = static_cast<float>((2.0 * u - 1.0) * a);
+      }
+    }
+  }
+}
+
+void Module::clone_parameters() {
+  for (auto& [_, t] : named_parameters())
+    if (t->defined()) *t = t->clone();
+}
+
+// ---------------- Linear ----------------
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_features(out) {
+  ENCORE_CHECK(in > 0 && out > 0, "Linear: in_features and out_features must be positive, got ", in, " and ", out);
+  weight = Tensor::empty({out, in});
+  if (with_bias) bias = Tensor::empty({out});
+  reset_parameters(detail::next_seed());
+}
+
+void Linear::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
+  out.emplace_back(prefix + "weight", &weight);
+  if (bias.defined()) out.emplace_back(prefix + "bias", &bias);
+}
+
+Tensor Linear::forward(const Tensor& input) const {
+  ENCORE_CHECK(input.dim() >= 1 && input.size(-1) == in_features, "Linear: input: expected last dimension ",
+               in_features, ", got ", input.shape_str());
+  return ops::linear_forward(input, weight, bias);
+}
+
+// ---------------- LayerNorm / RMSNorm ----------------
+
+LayerNorm::LayerNorm(int64_t shape, double eps_, bool affine, bool with_bias) : normalized_shape(shape), eps(eps_) {
+  ENCORE_CHECK(shape > 0, "LayerNorm: normalized_shape must be positive, got ", shape);
+  if (affine) {
+    weight = Tensor::full({shape}, 1.f);
+    if (with_bias) bias = Tensor::zeros({shape});
+  }
+}
+
+void LayerNorm::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
+  if (weight.defined()) out.emplace_back(prefix + "weight", &weight);
+  if (bias.defined()) out.emplace_back(prefix + "bias", &bias);
+}
+
+Tensor LayerNorm::forward(const Tensor& input) const {
+  ENCORE_CHECK(input.dim() >= 1 && input.size(-1) == normalized_shape, "LayerNorm: input: expected last dimension ",
+               normalized_shape, ", got ", input.shape_str());
+  return ops::layernorm_forward(input, weight, bias, eps);
+}
+
+RMSNorm::RMSNorm(int64_t shape, std::optional<double> eps_, bool affine)
+    : normalized_shape(shape), eps(eps_.value_or(std::numeric_limits<float>::epsilon())) {
+  ENCORE_CHECK(shape > 0, "RMSNorm: normalized_shape must be positive, got ", shape);
+  if (affine) weight = Tensor::full({shape}, 1.f);
+}
+
+void RMSNorm::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
+  if (weight.defined()) out.emplace_back(prefix + "weight", &weight);
+}
+
+Tensor RMSNorm::forward(const Tensor& input) const {
+  ENCORE_CHECK(input.dim() >= 1 && input.size(-1) == normalized_shape, "RMSNorm: input: expected last dimension ",
+               normalized_shape, ", got ", input.shape_str());
+  return ops::rmsnorm_forward(input, weight, eps);
+}
+
+// ---------------- activations ----------------
+
+Activation parse_activation(const std::string& name) {
+  if (name == "relu") return Activation::relu;
+  if (name == "gelu") return Activation::gelu;
+  if (name == "gelu_tanh" || name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::gelu_tanh;
+  if (name == "silu" || name == "swish") return Activation::silu;
+  if (name == "swiglu") return Activation::swiglu;
+  if (name == "geglu") return Activation::geglu;
+  throw Error("activation should be one of relu, gelu, gelu_tanh, silu, swiglu, geglu; got '" + name + "'");
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::relu: return "relu";
+    case Activation::gelu: return "gelu";
+    case Activation::gelu_tanh: return "gelu_tanh";
+    case Activation::silu: return "silu";
+    case Activation::swiglu: return "swiglu";
+    case Activation::geglu: return "geglu";
+  }
+  return "?";
+}
+
+Tensor generate_square_subsequent_mask(int64_t size) {
+  ENCORE_CHECK(size >= 0, "generate_square_subsequent_mask: negative size ", size);
+  Tensor m = Tensor::zeros({size, size});
+  float* p = m.data<float>();
+  for (int64_t i = 0; i < size; ++i)
+    for (int64_t j = i + 1; j < size; ++j) p[i * size + j] = -std::numeric_limits<float>::infinity();
+  return m;
+}
+
+namespace detail {
+
+Tensor to_batch_first(const Tensor& x, bool batch_first, const char* name) {
+  ENCORE_CHECK(x.defined() && x.dim() == 3, name, ": expected a 3-D tensor ",
+               batch_first ? "(B, T, E)" : "(T, B, E)", ", got ", x.defined() ? x.shape_str() : "none");
+  check_dtype(x, name, DType::f32);
+  return batch_first ? x : x.transpose(0, 1).contiguous();
+}
+
+Tensor from_batch_first(const Tensor& x, bool batch_first) {
+  return batch_first ? x : x.transpose(0, 1).contiguous();
+}
+
+bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
+
+kernels::Act pointwise_act(Activation a) {
+  switch (a) {
+    case Activation::relu: return kernels::Act::relu;
+    case Activation::gelu: return kernels::Act::gelu_erf;
+    case Activation::gelu_tanh: return kernels::Act::gelu_tanh;
+    case Activation::silu: return kernels::Act::silu;
+    case Activation::swiglu: return kernels::Act::silu;
+    case Activation::geglu: return kernels::Act::gelu_erf;
+  }
+  return kernels::Act::none;
+}
+
+Tensor feed_forward(const Module& owner, const Tensor& x, const Linear& linear1, const Linear& linear2,
+                    Activation activation, double dropout, bool training) {
+  Tensor hidden;
+  if (is_gated(activation)) {
+    hidden = ops::gated_forward(ops::linear_forward(x, linear1.weight, linear1.bias), pointwise_act(activation));
+  } else {
+    hidden = ops::linear_forward(x, linear1.weight, linear1.bias, pointwise_act(activation));
+  }
+  observe(owner.name() + ".ffn.hidden", hidden);
+  hidden = ops::dropout_forward(hidden, dropout, training, next_seed());
+  return ops::linear_forward(hidden, linear2.weight, linear2.bias);
+}
+
+}  // namespace detail
+
+}  // namespace encore::nn

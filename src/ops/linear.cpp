@@ -1,0 +1,24 @@
+#include "ops/ops.hpp"
+#include "runtime/parallel.hpp"
+
+namespace encore::ops {
+
+Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Act act) {
+  check_dtype(x, "linear input", DType::f32);
+  ENCORE_CHECK(weight.dim() == 2, "linear weight: expected 2 dimensions (out, in), got ", weight.shape_str());
+  const int64_t N = weight.size(0), K = weight.size(1);
+  ENCORE_CHECK(x.dim() >= 1 && x.size(-1) == K, "linear input: expected last dimension ", K, " (weight ",
+               weight.shape_str(), "), got ", x.shape_str());
+  if (bias.defined()) check_shape(bias, "linear bias", {N});
+  Tensor xc = x.contiguous();
+  const int64_t M = xc.numel() / std::max<int64_t>(K, 1);
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  Tensor out = Tensor::empty(out_shape);
+  Tensor w = weight.contiguous();
+  kernels::kernels().linear_f32(out.data<float>(), xc.data<float>(), w.data<float>(),
+                                bias.defined() ? bias.contiguous().data<float>() : nullptr, M, K, N, act);
+  return out;
+}
+
+}  // namespace encore::ops

@@ -1,0 +1,57 @@
+// Tensor-level ops: <op>_forward (and, later, <op>_backward) pairs. Each checks shapes and dtypes, names
+// the offending argument in its error, splits rows across threads with parallel_for, and calls the active
+// kernel table. Inputs may be strided views only where stated; outputs are freshly allocated, contiguous.
+#pragma once
+#include <cstdint>
+
+#include "encore/tensor.hpp"
+#include "kernels/kernels.hpp"
+
+namespace encore::ops {
+
+using kernels::Act;
+
+// x (..., K), weight (N, K), bias (N) or undefined -> act(x·weightᵀ + bias) (..., N). x must be contiguous.
+Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Act act = Act::none);
+
+// Over the last dim C. weight/bias (C) or undefined. mean/rstd (rows) are filled when defined.
+Tensor layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                         Tensor* mean = nullptr, Tensor* rstd = nullptr);
+Tensor rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor* rstd = nullptr);
+
+Tensor activation_forward(const Tensor& x, Act act);
+void activation_forward_(Tensor& x, Act act);  // in place
+// x (..., 2F) = [a | b] -> act(a)·b (..., F)
+Tensor gated_forward(const Tensor& x, Act act);
+// a + b, same shapes.
+Tensor add_forward(const Tensor& a, const Tensor& b);
+void add_forward_(Tensor& a, const Tensor& b);  // a += b
+
+// Inverted dropout: x·keep/(1-p). Identity (returns x itself) when !training or p == 0.
+Tensor dropout_forward(const Tensor& x, double p, bool training, uint64_t seed);
+
+// Row-wise masked softmax over the last dim (the softmax_masked kernel) on a contiguous tensor, in place.
+void softmax_forward_(Tensor& x);
+
+// A boolean (True = masked) or float (additive) mask as a contiguous float32 additive mask.
+Tensor additive_mask(const Tensor& mask, const char* name);
+
+struct AttentionMasks {
+  Tensor attn_mask;         // additive f32 (T, S) or (B*H, T, S), or undefined
+  Tensor key_padding_mask;  // additive f32 (B, S), or undefined
+  bool causal = false;      // key j > query i is masked (top-left aligned when T != S)
+};
+
+// Scaled dot-product attention over heads. q (B, T, E), k (B, S, E), v (B, S, Ev) with last dim contiguous
+// and any row strides (views into a packed QKV buffer are fine). Returns (B, T, Ev) with heads concatenated.
+// probs, if non-null, receives the per-head probabilities (B, H, T, S) after masking (before dropout).
+Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                         const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
+                         uint64_t seed);
+
+// ids (any shape) int64 -> (..., C) rows of table (V, C); ids out of [0, V) throw naming the id.
+Tensor embedding_forward(const Tensor& ids, const Tensor& table, const char* name);
+// (T, C) sinusoidal table for positions [start, start + T).
+Tensor sinusoidal_positions(int64_t start, int64_t T, int64_t C);
+
+}  // namespace encore::ops
