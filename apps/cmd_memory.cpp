@@ -1,0 +1,63 @@
+// encore memory: parameter count and activation memory of an encoder, predicted by the memory plan and
+// measured by running the forward pass (peak of live tensor bytes, and the process's peak RSS).
+#include <sys/resource.h>
+
+#include <cstdio>
+
+#include "apps/common.hpp"
+#include "encore/runtime.hpp"
+
+namespace encore::cli {
+
+static int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+void register_memory(CLI::App& app) {
+  auto* cmd = app.add_subcommand("memory", "parameters and activation memory per layer, predicted and measured");
+  static StackOptions o;
+  static bool no_run = false;
+  add_stack_options(*cmd, o);
+  cmd->add_flag("--no-run", no_run, "print the prediction only");
+  cmd->callback([] {
+    auto enc = build_encoder(o);
+    const EncoderMemoryPlan p = plan_encoder_memory(encoder_shape(o));
+    std::printf("encoder: %lld layers, d_model %lld, %lld heads, d_ff %lld, %s, %s; input %lld x %lld tokens; fp32\n",
+                (long long)o.layers, (long long)o.d_model, (long long)o.heads, (long long)o.d_ff, o.activation.c_str(),
+                o.norm_first ? "pre-LN" : "post-LN", (long long)o.batch, (long long)o.seq);
+    std::printf("parameters            %lld (%s); per layer %lld\n", (long long)p.parameters,
+                human_bytes(p.parameter_bytes).c_str(), (long long)(p.parameters / o.layers));
+    std::printf("input (B, T, E)       %s\n", human_bytes(p.input_bytes).c_str());
+    std::printf("per layer, inference:\n");
+    std::printf("  QKV (B, T, 3E)                 %s\n", human_bytes(p.qkv_bytes).c_str());
+    std::printf("  attention scores, live         %s   (%lld thread(s) x T x T; all heads would be %s)\n",
+                human_bytes(p.scores_bytes).c_str(), (long long)get_num_threads(),
+                human_bytes(p.scores_all_heads_bytes).c_str());
+    std::printf("  FFN hidden (B, T, d_ff)        %s\n", human_bytes(p.ffn_hidden_bytes).c_str());
+    std::printf("  live during attention          %s\n", human_bytes(p.attention_phase_bytes).c_str());
+    std::printf("  live during feed-forward       %s\n", human_bytes(p.ffn_phase_bytes).c_str());
+    std::printf("per layer, training (estimate):\n");
+    std::printf("  saved for backward             %s   (x %lld layers = %s)\n",
+                human_bytes(p.saved_for_backward_bytes).c_str(), (long long)o.layers,
+                human_bytes(p.saved_for_backward_bytes * o.layers).c_str());
+    std::printf("predicted peak (tensors)         %s   (parameters + live inputs + largest phase)\n",
+                human_bytes(p.predicted_peak_bytes).c_str());
+    if (no_run) return;
+    Tensor x = random_input(o);
+    const int64_t rss_before = peak_rss_bytes();
+    reset_peak_memory();
+    Tensor out = enc->forward(x);
+    const MemoryStats m = memory_stats();
+    const int64_t rss_after = peak_rss_bytes();
+    std::printf("measured peak (tensors)          %s   (predicted / measured = %.3f)\n",
+                human_bytes(m.peak_bytes).c_str(),
+                static_cast<double>(p.predicted_peak_bytes) / static_cast<double>(m.peak_bytes));
+    std::printf("process peak RSS                 %s   (grew by %s during the forward pass; includes oneDNN "
+                "scratch and code)\n",
+                human_bytes(rss_after).c_str(), human_bytes(rss_after - rss_before).c_str());
+  });
+}
+
+}  // namespace encore::cli

@@ -88,8 +88,8 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tenso
   Tensor out;
   if (norm_first) {
     // x = x + sa(norm1(x)) ; x = x + ff(norm2(x))
-    Tensor h = x.clone();
-    ops::add_forward_(h, sa_block(norm1.forward(x)));
+    Tensor h = sa_block(norm1.forward(x));
+    ops::add_forward_(h, x);
     observe("attn_residual", h);
     ops::add_forward_(h, ff_block(norm2.forward(h)));
     out = h;
@@ -98,9 +98,11 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tenso
     Tensor a = sa_block(x);
     ops::add_forward_(a, x);
     Tensor h = norm1.forward(a);
+    a = Tensor();  // released early: the memory plan (memory_plan.cpp) counts on it
     observe("norm1", h);
     Tensor f = ff_block(h);
     ops::add_forward_(f, h);
+    h = Tensor();
     out = norm2.forward(f);
   }
   observe("out", out);

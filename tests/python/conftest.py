@@ -71,16 +71,27 @@ def require_encore():
 # ---------------------------------------------------------------------------
 # Fixtures
 # ---------------------------------------------------------------------------
+def pytest_configure(config):
+    # torch.nn.TransformerEncoder/Transformer warn that their (default)
+    # enable_nested_tensor=True cannot be honoured for some configurations;
+    # irrelevant here (the fast path is disabled).
+    config.addinivalue_line("filterwarnings", "ignore:enable_nested_tensor is True:UserWarning")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def torch_reference_mode():
     """Plain-math torch: no MHA fast path, float32 default, deterministic."""
     prev_fastpath = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     prev_grad = torch.is_grad_enabled()
+    prev_threads = torch.get_num_threads()
+    # tiny matrices: threads only add spin-wait contention (2-core CI boxes)
+    torch.set_num_threads(1)
     torch.set_default_dtype(torch.float32)
     torch.set_grad_enabled(False)  # == running every oracle under torch.no_grad()
     yield
     torch.set_grad_enabled(prev_grad)
+    torch.set_num_threads(prev_threads)
     torch.backends.mha.set_fastpath_enabled(prev_fastpath)
 
 

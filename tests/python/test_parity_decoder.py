@@ -15,7 +15,6 @@ TOL_STACK = 1e-4 for decoder stacks and the full Transformer.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -197,24 +196,16 @@ CASES = LAYER_TGT_MATRIX + LAYER_MEM_MATRIX + STACK_MATRIX + BIAS_LAYOUT + SHAPE
 assert len({c.name for c in CASES}) == len(CASES)
 
 
-def _quiet(fn, *a, **kw):
-    # torch.nn.Transformer warns that its (default) enable_nested_tensor=True
-    # cannot be used with norm_first; irrelevant here (fast path is disabled).
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
-        return fn(*a, **kw)
-
-
 def build_pair(c: DecCase):
     kw = dict(dim_feedforward=c.dff, dropout=0.1, activation=c.activation,
               layer_norm_eps=1e-5, batch_first=c.batch_first, norm_first=c.norm_first, bias=c.bias)
     if c.kind == "transformer":
         if c.default_shape:
-            tm, em = _quiet(torch.nn.Transformer), enn.Transformer()
+            tm, em = torch.nn.Transformer(), enn.Transformer()
         else:
             tkw = dict(d_model=c.d_model, nhead=c.nhead, num_encoder_layers=c.n_enc,
                        num_decoder_layers=c.n_dec, **kw)
-            tm, em = _quiet(torch.nn.Transformer, **tkw), enn.Transformer(**tkw)
+            tm, em = torch.nn.Transformer(**tkw), enn.Transformer(**tkw)
     else:
         tl = torch.nn.TransformerDecoderLayer(c.d_model, c.nhead, **kw)
         el = enn.TransformerDecoderLayer(c.d_model, c.nhead, **kw)

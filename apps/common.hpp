@@ -1,0 +1,34 @@
+// Shared pieces of the encore CLI: the options that describe an encoder stack, and building one.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "encore/memory_plan.hpp"
+#include "encore/nn.hpp"
+
+namespace encore::cli {
+
+struct StackOptions {
+  int64_t layers = 12, d_model = 768, heads = 12, d_ff = 3072, batch = 8, seq = 128;
+  std::string activation = "gelu";
+  bool norm_first = false;
+  uint64_t seed = 0;
+  int threads = 0;  // 0 = default
+};
+
+// Adds --layers --d-model --heads --d-ff --batch --seq --activation --norm-first --seed --threads.
+void add_stack_options(CLI::App& cmd, StackOptions& o);
+// Applies --threads and builds a randomly initialised (Xavier, seeded) batch-first encoder in eval mode.
+std::unique_ptr<nn::TransformerEncoder> build_encoder(const StackOptions& o);
+Tensor random_input(const StackOptions& o);  // (batch, seq, d_model), unit normal, seeded
+EncoderShape encoder_shape(const StackOptions& o);
+std::string human_bytes(int64_t bytes);
+
+void register_trace(CLI::App& app);
+void register_memory(CLI::App& app);
+void register_bench(CLI::App& app);
+
+}  // namespace encore::cli

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks (Debian packages, PyPI test oracles) and builds encore in build/.
+# Idempotent: already-installed packages are skipped, and the build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
+              libcpp-httplib-dev g++ cmake ninja-build)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+# torch 2.13.0 is pinned: it resolves to the local CPU build; an unpinned torch would pull CUDA wheels.
+need_pip=()
+$PY -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null || need_pip+=("torch==2.13.0")
+for m in numpy pytest pybind11; do
+  $PY -c "import $m" 2>/dev/null || need_pip+=("$m")
+done
+if [ ${#need_pip[@]} -gt 0 ]; then
+  echo "setup: installing Python packages: ${need_pip[*]}"
+  $PY -m pip install -q "${need_pip[@]}"
+fi
+
+GEN=()
+command -v ninja >/dev/null && GEN=(-G Ninja)
+if [ ! -f build/CMakeCache.txt ]; then
+  cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$PY")" >/dev/null
+fi
+cmake --build build -j "$(nproc)"

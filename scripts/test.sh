@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: set up, build, then the three tiers:
+#   C++ (ctest): every kernel against its scalar twin, tensor core, module errors;
+#   Python (pytest): layers and stacks against torch 2.13 run live, padding invariance, error messages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+echo "== ctest"
+(cd build && ctest --output-on-failure -j 2)
+echo "== ctest with ENCORE_KERNELS=ref (the scalar reference path end to end)"
+(cd build && ENCORE_KERNELS=ref ctest --output-on-failure -j 2 -R Layers)
+echo "== pytest"
+PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} -m pytest -q tests/python

@@ -1,0 +1,53 @@
+// The allocation sequence this plan mirrors is in encoder.cpp / attention.cpp (N = B·T tokens, E = d_model,
+// F = d_ff; every tensor fp32):
+//   attention:   qkv (3NE) -> per-thread scores (T·T each) + heads (NE) -> out_proj output (NE) [qkv, heads live]
+//   post-LN:     a (NE) -> norm1 h (NE), a released -> hidden (NF) -> linear2 f (NE) -> norm2 out (NE)
+//   pre-LN:      norm1 n1 (NE) lives through attention; norm2 n2 (NE) lives through the feed-forward block
+//   gated FFN:   linear1 gives 2NF, then the gated product NF, before the 2NF buffer is released
+//   stack:       the caller's input stays alive while layer i > 0 reads layer i-1's output
+#include "encore/memory_plan.hpp"
+
+#include <algorithm>
+
+#include "encore/error.hpp"
+
+namespace encore {
+
+EncoderMemoryPlan plan_encoder_memory(const EncoderShape& s) {
+  ENCORE_CHECK(s.layers > 0 && s.d_model > 0 && s.heads > 0 && s.d_ff > 0 && s.batch > 0 && s.seq > 0,
+               "memory plan: every size must be positive");
+  ENCORE_CHECK(s.d_model % s.heads == 0, "memory plan: d_model ", s.d_model, " is not divisible by heads ", s.heads);
+  const bool gated = s.activation == "swiglu" || s.activation == "geglu";
+  const int64_t E = s.d_model, F = s.d_ff, N = s.batch * s.seq, T = s.seq, H = s.heads, f = 4;
+  EncoderMemoryPlan p;
+  const int64_t linear1_out = gated ? 2 * F : F;
+  const int64_t bias = s.bias ? 1 : 0;
+  const int64_t per_layer = 3 * E * E + 3 * E * bias        // in_proj
+                            + E * E + E * bias               // out_proj
+                            + linear1_out * E + linear1_out * bias + E * F + E * bias  // FFN
+                            + 2 * (E + E * bias);            // two LayerNorms
+  p.parameters = per_layer * s.layers + (s.final_norm ? E + E * bias : 0);
+  p.parameter_bytes = p.parameters * f;
+  p.input_bytes = N * E * f;
+  p.qkv_bytes = 3 * N * E * f;
+  p.scores_bytes = std::max<int64_t>(1, std::min<int64_t>(s.threads, s.batch * H)) * T * T * f;
+  p.scores_all_heads_bytes = s.batch * H * T * T * f;
+  p.ffn_hidden_bytes = N * linear1_out * f;
+  const int64_t NE = N * E * f, NF = N * F * f;
+  const int64_t norm_in = s.norm_first ? NE : 0;  // pre-LN keeps the normalised input alive alongside
+  // attention: max(qkv + heads + scores, qkv + heads + out)
+  p.attention_phase_bytes = norm_in + std::max(p.qkv_bytes + NE + p.scores_bytes, p.qkv_bytes + 2 * NE);
+  // feed-forward: residual stream h (+ pre-LN's n2) + hidden + linear2 output; gated adds the 2NF buffer
+  const int64_t ffn_linear1 = gated ? NE + norm_in + 3 * NF : 0;
+  p.ffn_phase_bytes = std::max({NE + norm_in + NF + NE, ffn_linear1, 2 * NE});
+  // Backward needs (per layer): layer input, normalised inputs, qkv, probabilities, heads, out-proj input,
+  // residual sums, FFN pre-activation and activation, LayerNorm statistics.
+  p.saved_for_backward_bytes = NE + 2 * NE + p.qkv_bytes + p.scores_all_heads_bytes + NE + NE + 2 * NF +
+                               2 * 2 * N * f;
+  // From the second layer on, the caller's input and the previous layer's output are both alive.
+  const int64_t live_inputs = p.input_bytes + (s.layers > 1 ? NE : 0);
+  p.predicted_peak_bytes = p.parameter_bytes + live_inputs + std::max(p.attention_phase_bytes, p.ffn_phase_bytes);
+  return p;
+}
+
+}  // namespace encore

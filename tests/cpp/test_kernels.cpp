@@ -1,0 +1,238 @@
+// Tier 1: every fast kernel against its scalar *_ref twin, for every ISA table this CPU can run, on odd
+// sizes, vector tails and strided (non-contiguous) operands. Tolerances are per case and stated in the tables.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+
+using namespace encore::kernels;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// max |a-b| / max(1, |b|): absolute near zero, relative for large values.
+double max_scaled_err(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(a[i])) << "non-finite at " << i;
+    e = std::max(e, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+  }
+  return e;
+}
+
+// NMSE = sum((a-b)^2) / sum(b^2)
+double nmse(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+std::vector<const KernelTable*> tables() {
+  std::vector<const KernelTable*> out;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (const KernelTable* t = kernels_for(isa)) out.push_back(t);
+  return out;
+}
+
+const int64_t kSizes[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 100, 768, 1001};
+
+}  // namespace
+
+TEST(Kernels, AtLeastTheScalarTableRuns) {
+  ASSERT_FALSE(tables().empty());
+  EXPECT_STREQ(kernels_ref().name, "ref");
+}
+
+TEST(Kernels, SoftmaxMaskedMatchesRef) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (const KernelTable* t : tables())
+    for (int64_t cols : kSizes)
+      for (int variant = 0; variant < 4; ++variant) {
+        // variant 0: no masks; 1: additive masks with some -inf; 2: causal-style limit; 3: everything masked
+        auto x = randn(cols, 1 + cols, 3.f);
+        auto ma = randn(cols, 100 + cols), mb = randn(cols, 200 + cols);
+        for (int64_t j = 0; j < cols; j += 3) mb[j] = neg_inf;
+        if (variant == 3) std::fill(ma.begin(), ma.end(), neg_inf);
+        const bool masked = variant == 1 || variant == 3;
+        const int64_t limit = variant == 2 ? (cols + 1) / 2 : cols;
+        auto got = x, want = x;
+        t->softmax_masked_f32(got.data(), cols, 0.125f, masked ? ma.data() : nullptr, masked ? mb.data() : nullptr, limit);
+        softmax_masked_f32_ref(want.data(), cols, 0.125f, masked ? ma.data() : nullptr, masked ? mb.data() : nullptr,
+                               limit);
+        EXPECT_LE(max_scaled_err(got, want), 1e-6) << t->name << " cols=" << cols << " variant=" << variant;
+        double sum = 0;
+        for (float p : got) sum += p;
+        if (variant == 3) {
+          EXPECT_EQ(sum, 0.0) << "fully masked row must be zeros";
+        } else if (!(variant == 1 && cols == 1)) {  // cols=1 with mb[0]=-inf is fully masked too
+          EXPECT_NEAR(sum, 1.0, 1e-5) << t->name << " cols=" << cols;
+        }
+      }
+}
+
+TEST(Kernels, LayerNormAndRmsNormMatchRef) {
+  for (const KernelTable* t : tables())
+    for (int64_t C : kSizes)
+      for (bool affine : {true, false}) {
+        const int64_t rows = 5;
+        auto x = randn(rows * C, 7 + C, 2.f);
+        for (auto& v : x) v += 3.f;  // non-zero mean exercises the centring
+        auto w = randn(C, 8 + C), b = randn(C, 9 + C);
+        std::vector<float> got(rows * C), want(rows * C), m1(rows), m2(rows), r1(rows), r2(rows);
+        t->layernorm_forward_f32(got.data(), m1.data(), r1.data(), x.data(), affine ? w.data() : nullptr,
+                                 affine ? b.data() : nullptr, rows, C, 1e-5f);
+        layernorm_forward_f32_ref(want.data(), m2.data(), r2.data(), x.data(), affine ? w.data() : nullptr,
+                                  affine ? b.data() : nullptr, rows, C, 1e-5f);
+        // fp32 accumulation vs the double-precision reference: 1e-5 scaled.
+        EXPECT_LE(max_scaled_err(got, want), 1e-5) << t->name << " layernorm C=" << C;
+        EXPECT_LE(max_scaled_err(m1, m2), 1e-5) << t->name << " mean C=" << C;
+        EXPECT_LE(max_scaled_err(r1, r2), 1e-5) << t->name << " rstd C=" << C;
+        t->rmsnorm_forward_f32(got.data(), r1.data(), x.data(), affine ? w.data() : nullptr, rows, C, 1e-6f);
+        rmsnorm_forward_f32_ref(want.data(), r2.data(), x.data(), affine ? w.data() : nullptr, rows, C, 1e-6f);
+        EXPECT_LE(max_scaled_err(got, want), 1e-5) << t->name << " rmsnorm C=" << C;
+      }
+}
+
+TEST(Kernels, ActivationsMatchRef) {
+  struct Case {
+    Act act;
+    double tol;  // max abs (scaled) error; gelu-erf uses a polynomial erf (A&S 7.1.26, |err| < 1.5e-7)
+  };
+  const Case cases[] = {{Act::none, 0}, {Act::relu, 0}, {Act::gelu_erf, 1e-6}, {Act::gelu_tanh, 1e-6}, {Act::silu, 1e-6}};
+  for (const KernelTable* t : tables())
+    for (const Case& c : cases)
+      for (int64_t n : kSizes) {
+        auto x = randn(n, 11 + n, 4.f);
+        if (n > 3) {  // extremes: saturation and underflow paths
+          x[0] = 40.f;
+          x[1] = -40.f;
+          x[2] = 0.f;
+        }
+        std::vector<float> got(n), want(n);
+        t->activation_f32(got.data(), x.data(), n, c.act);
+        activation_f32_ref(want.data(), x.data(), n, c.act);
+        EXPECT_LE(max_scaled_err(got, want), c.tol) << t->name << " " << act_name(c.act) << " n=" << n;
+        // gated: rows of [a | b]
+        const int64_t rows = 3;
+        auto ab = randn(rows * 2 * n, 12 + n, 2.f);
+        std::vector<float> g1(rows * n), g2(rows * n);
+        t->gated_f32(g1.data(), ab.data(), rows, n, c.act);
+        gated_f32_ref(g2.data(), ab.data(), rows, n, c.act);
+        EXPECT_LE(max_scaled_err(g1, g2), std::max(c.tol, 1e-6) * 4) << t->name << " gated " << act_name(c.act);
+      }
+}
+
+TEST(Kernels, AddMatchesRef) {
+  for (const KernelTable* t : tables())
+    for (int64_t n : kSizes) {
+      auto a = randn(n, 13 + n), b = randn(n, 14 + n);
+      std::vector<float> got(n), want(n);
+      t->add_f32(got.data(), a.data(), b.data(), n);
+      add_f32_ref(want.data(), a.data(), b.data(), n);
+      EXPECT_EQ(got, want) << t->name << " n=" << n;  // one rounding each: bitwise equal
+    }
+}
+
+TEST(Kernels, LinearMatchesRef) {
+  struct Case {
+    int64_t M, K, N;
+  };
+  const Case cases[] = {{1, 1, 1}, {1, 17, 3}, {5, 33, 7}, {67, 44, 80}, {3, 768, 769}, {128, 64, 192}};
+  for (const KernelTable* t : tables())
+    for (const Case& c : cases)
+      for (Act act : {Act::none, Act::relu, Act::gelu_erf, Act::gelu_tanh, Act::silu})
+        for (bool bias : {true, false}) {
+          auto x = randn(c.M * c.K, 21 + c.M), w = randn(c.N * c.K, 22 + c.N, 0.1f), b = randn(c.N, 23 + c.N);
+          std::vector<float> got(c.M * c.N), want(c.M * c.N);
+          t->linear_f32(got.data(), x.data(), w.data(), bias ? b.data() : nullptr, c.M, c.K, c.N, act);
+          linear_f32_ref(want.data(), x.data(), w.data(), bias ? b.data() : nullptr, c.M, c.K, c.N, act);
+          // NMSE 1e-7 (GEMM accumulation order differs from the double-precision reference)
+          EXPECT_LE(nmse(got, want), 1e-7) << t->name << " M=" << c.M << " K=" << c.K << " N=" << c.N << " "
+                                           << act_name(act);
+          EXPECT_LE(max_scaled_err(got, want), 1e-4) << t->name << " " << act_name(act);
+        }
+}
+
+TEST(Kernels, StridedGemmMatchesRef) {
+  // Per-head products read strided views: leading dimensions larger than the logical width.
+  struct Case {
+    bool ta, tb;
+    int64_t M, N, K, pad;
+    float alpha, beta;
+  };
+  const Case cases[] = {{false, true, 67, 67, 11, 33, 1.f, 0.f}, {false, false, 5, 9, 13, 7, 1.f, 0.f},
+                        {true, false, 4, 3, 2, 1, 0.5f, 1.f},   {true, true, 17, 1, 1, 0, 2.f, 0.f},
+                        {false, false, 1, 64, 128, 64, 1.f, 0.f}};
+  for (const KernelTable* t : tables())
+    for (const Case& c : cases) {
+      const int64_t ra = c.ta ? c.K : c.M, ca = c.ta ? c.M : c.K, rb = c.tb ? c.N : c.K, cb = c.tb ? c.K : c.N;
+      const int64_t lda = ca + c.pad, ldb = cb + c.pad, ldc = c.N + c.pad;
+      auto A = randn(ra * lda, 31), B = randn(rb * ldb, 32), C0 = randn(c.M * ldc, 33);
+      auto got = C0, want = C0;
+      t->gemm_f32(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, got.data(), ldc);
+      gemm_f32_ref(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, want.data(), ldc);
+      EXPECT_LE(max_scaled_err(got, want), 1e-5) << t->name << " M=" << c.M << " N=" << c.N << " K=" << c.K;
+    }
+}
+
+TEST(Kernels, EmbeddingLookupMatchesRef) {
+  const int64_t V = 11, C = 17;
+  auto table = randn(V * C, 41);
+  std::vector<int64_t> ids = {0, 10, 3, 3, 7};
+  std::vector<float> got(ids.size() * C), want(ids.size() * C);
+  embedding_lookup_f32(got.data(), table.data(), ids.data(), ids.size(), C);
+  embedding_lookup_f32_ref(want.data(), table.data(), ids.data(), ids.size(), C);
+  EXPECT_EQ(got, want);
+}
+
+TEST(Kernels, SinusoidalPositionsFollowThePaper) {
+  const int64_t T = 50, C = 33;  // odd C: the last column is a lone sine
+  std::vector<float> pe(T * C);
+  sinusoidal_positions_f32(pe.data(), 0, T, C);
+  for (int64_t pos = 0; pos < T; ++pos)
+    for (int64_t i = 0; i < C; ++i) {
+      const double freq = std::pow(10000.0, -double(i - i % 2) / double(C));
+      const double want = i % 2 == 0 ? std::sin(pos * freq) : std::cos(pos * freq);
+      EXPECT_NEAR(pe[pos * C + i], want, 1e-6) << pos << "," << i;
+    }
+  std::vector<float> tail(5 * C);  // an offset window equals the same rows of the full table
+  sinusoidal_positions_f32(tail.data(), 45, 5, C);
+  for (int64_t i = 0; i < 5 * C; ++i) EXPECT_FLOAT_EQ(tail[i], pe[45 * C + i]);
+}
+
+TEST(Kernels, DropoutIsInvertedAndSplitIndependent) {
+  const int64_t n = 100000;
+  std::vector<float> x(n, 1.f), whole(n), parts(n);
+  std::vector<uint8_t> mask(n);
+  dropout_f32(whole.data(), mask.data(), x.data(), n, 0.25f, 1234, 0);
+  dropout_f32(parts.data(), nullptr, x.data(), 333, 0.25f, 1234, 0);  // same counters, split in two calls
+  dropout_f32(parts.data() + 333, nullptr, x.data() + 333, n - 333, 0.25f, 1234, 333);
+  EXPECT_EQ(whole, parts);
+  double kept = 0, sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    kept += mask[i];
+    sum += whole[i];
+    EXPECT_TRUE(whole[i] == 0.f || std::abs(whole[i] - 1.f / 0.75f) < 1e-6);
+  }
+  EXPECT_NEAR(kept / n, 0.75, 0.01);  // sd of the kept fraction is 0.0014 at n=1e5: 0.01 is ~7 sd
+  EXPECT_NEAR(sum / n, 1.0, 0.015);   // inverted dropout keeps the expectation
+  std::vector<float> all_dropped(10);
+  dropout_f32(all_dropped.data(), nullptr, x.data(), 10, 1.f, 1, 0);
+  for (float v : all_dropped) EXPECT_EQ(v, 0.f);
+}
