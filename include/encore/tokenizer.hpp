@@ -1,0 +1,99 @@
+// encore::Tokenizer - Hugging Face `tokenizers` pipelines (tokenizer.json) in C++: normalizer, pre-tokenizer,
+// model (WordPiece, BPE, Unigram), post-processor, truncation and padding, with the same ids and offsets.
+//
+//   encore::Tokenizer tok = encore::Tokenizer::load("/path/to/model_dir");   // tokenizer.json, else vocab.txt
+//   encore::Encoding e = tok.encode("Hello world!");
+//   // e.ids = {101, 7592, 2088, 999, 102}; e.offsets[1] = {0, 5} (byte offsets into the input)
+//
+// Text is UTF-8. Invalid UTF-8 policy: each maximal invalid subsequence is read as U+FFFD (as Python's
+// errors="replace" and Rust's from_utf8_lossy do); offsets still index the original bytes. No input makes
+// the tokenizer read out of bounds, and time stays near-linear in the input length.
+// Thread safety: encode* are const and may run concurrently; set_* may not run concurrently with encode*.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace encore {
+
+struct Encoding {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> type_ids;
+  std::vector<std::string> tokens;
+  std::vector<std::pair<int64_t, int64_t>> offsets;  // [begin, end) byte offsets into the sequence's own text
+  std::vector<int64_t> special_tokens_mask;          // 1 for added special tokens (CLS, SEP, PAD...)
+  std::vector<int64_t> attention_mask;               // 1 for real tokens, 0 for padding
+  std::vector<int64_t> sequence_ids;                 // 0 or 1 for the pair member a token came from, -1 special
+  std::vector<Encoding> overflowing;                 // unused for now (stride-based overflow)
+  size_t size() const { return ids.size(); }
+};
+
+enum class TruncationStrategy { longest_first, only_first, only_second };
+enum class Side { right, left };
+
+struct TruncationOptions {
+  int64_t max_length = 512;
+  TruncationStrategy strategy = TruncationStrategy::longest_first;
+  Side direction = Side::right;
+  int64_t stride = 0;
+};
+
+struct PaddingOptions {
+  bool to_longest = true;           // pad a batch to its longest member; false: to `length`
+  int64_t length = 0;               // fixed length when !to_longest
+  int64_t pad_to_multiple_of = 0;   // 0 = off
+  Side direction = Side::right;
+  int64_t pad_id = 0;
+  int64_t pad_type_id = 0;
+  std::string pad_token = "[PAD]";
+};
+
+class TokenizerImpl;
+
+class Tokenizer {
+ public:
+  // A tokenizer.json file.
+  static Tokenizer from_file(const std::string& tokenizer_json_path);
+  static Tokenizer from_json(std::string_view tokenizer_json);
+  // A model directory: tokenizer.json if present, else vocab.txt (+ tokenizer_config.json) as a BERT WordPiece
+  // tokenizer. Truncation/padding come from tokenizer.json when it sets them.
+  static Tokenizer load(const std::string& model_dir);
+
+  Encoding encode(std::string_view text, bool add_special_tokens = true) const;
+  Encoding encode_pair(std::string_view first, std::string_view second, bool add_special_tokens = true) const;
+  // Encodes each text (truncated as configured) and pads the batch as configured.
+  std::vector<Encoding> encode_batch(const std::vector<std::string>& texts, bool add_special_tokens = true) const;
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = true) const;
+
+  void set_truncation(std::optional<TruncationOptions> options);
+  void set_padding(std::optional<PaddingOptions> options);
+  const std::optional<TruncationOptions>& truncation() const;
+  const std::optional<PaddingOptions>& padding() const;
+
+  std::optional<int64_t> token_to_id(std::string_view token) const;
+  std::optional<std::string> id_to_token(int64_t id) const;
+  int64_t vocab_size() const;  // including added tokens
+  // Number of special tokens the post-processor adds for a single sequence (or a pair).
+  int64_t num_special_tokens_to_add(bool pair) const;
+  std::string model_type() const;  // "WordPiece", "BPE", "Unigram", "WordLevel"
+
+  // Byte offsets -> offsets in Unicode code points of text (what the Python `tokenizers` library reports).
+  static std::vector<std::pair<int64_t, int64_t>> char_offsets(std::string_view text,
+                                                               const std::vector<std::pair<int64_t, int64_t>>& byte_offsets);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  Tokenizer(const Tokenizer&);
+  Tokenizer& operator=(const Tokenizer&);
+  ~Tokenizer();
+
+ private:
+  explicit Tokenizer(std::shared_ptr<TokenizerImpl> impl);
+  std::shared_ptr<TokenizerImpl> impl_;
+};
+
+}  // namespace encore
