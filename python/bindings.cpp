@@ -131,6 +131,8 @@ PYBIND11_MODULE(_encore, m) {
   py::class_<nn::LayerNorm, nn::Module>(mnn, "LayerNorm")
       .def(py::init<int64_t, double, bool, bool>(), py::arg("normalized_shape"), py::arg("eps") = 1e-5,
            py::arg("elementwise_affine") = true, py::arg("bias") = true)
+      .def(py::init<const Shape&, double, bool, bool>(), py::arg("normalized_shape"), py::arg("eps") = 1e-5,
+           py::arg("elementwise_affine") = true, py::arg("bias") = true)
       .def("forward", [](const nn::LayerNorm& self, const py::object& x) {
         Tensor t = float_tensor(x, "input");
         py::gil_scoped_release nogil;
@@ -143,6 +145,8 @@ PYBIND11_MODULE(_encore, m) {
   py::class_<nn::RMSNorm, nn::Module>(mnn, "RMSNorm")
       .def(py::init<int64_t, std::optional<double>, bool>(), py::arg("normalized_shape"), py::arg("eps") = py::none(),
            py::arg("elementwise_affine") = true)
+      .def(py::init<const Shape&, std::optional<double>, bool>(), py::arg("normalized_shape"),
+           py::arg("eps") = py::none(), py::arg("elementwise_affine") = true)
       .def("forward", [](const nn::RMSNorm& self, const py::object& x) {
         Tensor t = float_tensor(x, "input");
         py::gil_scoped_release nogil;

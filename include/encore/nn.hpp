@@ -102,9 +102,12 @@ class LayerNorm : public Module {
  public:
   LayerNorm() = default;
   explicit LayerNorm(int64_t normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
+  // Normalises over the trailing dims equal to normalized_shape (weight and bias have that shape), as torch.
+  explicit LayerNorm(const Shape& normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     bool bias = true);
   Tensor forward(const Tensor& input) const;
   Tensor weight, bias;
-  int64_t normalized_shape = 0;
+  Shape normalized_shape;
   double eps = 1e-5;
 
  public:
@@ -116,9 +119,11 @@ class RMSNorm : public Module {
   RMSNorm() = default;
   // eps unset = torch's default, the float32 machine epsilon.
   explicit RMSNorm(int64_t normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  explicit RMSNorm(const Shape& normalized_shape, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true);
   Tensor forward(const Tensor& input) const;
   Tensor weight;
-  int64_t normalized_shape = 0;
+  Shape normalized_shape;
   double eps = 0;
 
  public:
@@ -311,6 +316,19 @@ class Embeddings : public Module {
 
  public:
   void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+};
+
+// While alive on this thread, module constructors allocate parameters without initialising them (for
+// loaders that overwrite every parameter anyway).
+class NoInitGuard {
+ public:
+  NoInitGuard();
+  ~NoInitGuard();
+  NoInitGuard(const NoInitGuard&) = delete;
+  NoInitGuard& operator=(const NoInitGuard&) = delete;
+
+ private:
+  bool previous_;
 };
 
 // Seeds the generator that constructors use for initialisation and that training-mode dropout draws

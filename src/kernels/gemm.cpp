@@ -45,6 +45,7 @@ dnnl::algorithm onednn_algorithm(Act act) {
     case Act::gelu_erf: return dnnl::algorithm::eltwise_gelu_erf;
     case Act::gelu_tanh: return dnnl::algorithm::eltwise_gelu_tanh;
     case Act::silu: return dnnl::algorithm::eltwise_swish;  // swish(x, alpha=1) = silu
+    case Act::tanh: return dnnl::algorithm::eltwise_tanh;
     case Act::none: break;
   }
   return dnnl::algorithm::undef;

@@ -11,7 +11,7 @@ enum class Isa { scalar, avx2, avx512 };
 const char* isa_name(Isa isa);
 
 // Activation applied by a GEMM epilogue or an elementwise kernel.
-enum class Act { none, relu, gelu_erf, gelu_tanh, silu };
+enum class Act { none, relu, gelu_erf, gelu_tanh, silu, tanh };
 const char* act_name(Act act);
 
 struct KernelTable {

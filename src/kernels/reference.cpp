@@ -22,6 +22,7 @@ const char* act_name(Act act) {
     case Act::gelu_erf: return "gelu";
     case Act::gelu_tanh: return "gelu_tanh";
     case Act::silu: return "silu";
+    case Act::tanh: return "tanh";
   }
   return "?";
 }
@@ -37,6 +38,7 @@ float act_scalar(float x, Act act) {
       return 0.5f * x * (1.f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     // silu(x) = x·sigmoid(x)
     case Act::silu: return x / (1.f + std::exp(-x));
+    case Act::tanh: return std::tanh(x);
   }
   return x;
 }

@@ -10,6 +10,7 @@ namespace encore::nn {
 
 namespace {
 thread_local Observer t_observer;
+thread_local bool t_no_init = false;
 std::atomic<uint64_t> g_seed_state{0x5eed};
 
 uint64_t splitmix64(uint64_t& state) {
@@ -42,6 +43,9 @@ void observe(const std::string& name, const Tensor& value) {
 }
 bool observing() { return static_cast<bool>(t_observer); }
 }  // namespace detail
+
+NoInitGuard::NoInitGuard() : previous_(t_no_init) { t_no_init = true; }
+NoInitGuard::~NoInitGuard() { t_no_init = previous_; }
 
 ScopedObserver::ScopedObserver(Observer fn) : previous_(std::move(t_observer)) { t_observer = std::move(fn); }
 ScopedObserver::~ScopedObserver() { t_observer = std::move(previous_); }
@@ -120,6 +124,7 @@ void Module::train(bool mode) {
 }
 
 void Module::reset_parameters(uint64_t seed) {
+  if (t_no_init) return;
   for (auto& [name, t] : named_parameters()) {
     float* p = t->data<float>();
     const int64_t n = t->numel();
@@ -166,11 +171,39 @@ Tensor Linear::forward(const Tensor& input) const {
 
 // ---------------- LayerNorm / RMSNorm ----------------
 
-LayerNorm::LayerNorm(int64_t shape, double eps_, bool affine, bool with_bias) : normalized_shape(shape), eps(eps_) {
-  ENCORE_CHECK(shape > 0, "LayerNorm: normalized_shape must be positive, got ", shape);
+namespace {
+int64_t checked_norm_size(const Shape& shape, const char* what) {
+  ENCORE_CHECK(!shape.empty(), what, ": normalized_shape must not be empty");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    ENCORE_CHECK(d > 0, what, ": normalized_shape must be positive, got ", shape_str(shape));
+    n *= d;
+  }
+  return n;
+}
+
+// The input's trailing dims must equal normalized_shape; returns the input with them flattened.
+Tensor flatten_normalized(const Tensor& input, const Shape& shape, const char* what) {
+  const int64_t k = static_cast<int64_t>(shape.size());
+  bool ok = input.defined() && input.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = input.size(input.dim() - k + i) == shape[i];
+  ENCORE_CHECK(ok, what, ": input: expected trailing dimensions ", shape_str(shape), ", got ",
+               input.defined() ? input.shape_str() : "none");
+  if (k == 1) return input;
+  Shape flat(input.shape().begin(), input.shape().end() - k);
+  flat.push_back(-1);
+  return input.contiguous().view(flat);
+}
+}  // namespace
+
+LayerNorm::LayerNorm(int64_t shape, double eps_, bool affine, bool with_bias)
+    : LayerNorm(Shape{shape}, eps_, affine, with_bias) {}
+
+LayerNorm::LayerNorm(const Shape& shape, double eps_, bool affine, bool with_bias) : normalized_shape(shape), eps(eps_) {
+  checked_norm_size(shape, "LayerNorm");
   if (affine) {
-    weight = Tensor::full({shape}, 1.f);
-    if (with_bias) bias = Tensor::zeros({shape});
+    weight = Tensor::full(shape, 1.f);
+    if (with_bias) bias = Tensor::zeros(shape);
   }
 }
 
@@ -180,15 +213,19 @@ void LayerNorm::collect_parameters(const std::string& prefix, std::vector<std::p
 }
 
 Tensor LayerNorm::forward(const Tensor& input) const {
-  ENCORE_CHECK(input.dim() >= 1 && input.size(-1) == normalized_shape, "LayerNorm: input: expected last dimension ",
-               normalized_shape, ", got ", input.shape_str());
-  return ops::layernorm_forward(input, weight, bias, eps);
+  Tensor x = flatten_normalized(input, normalized_shape, "LayerNorm");
+  const int64_t C = x.size(-1);
+  Tensor y = ops::layernorm_forward(x, weight.defined() ? weight.view({C}) : weight,
+                                    bias.defined() ? bias.view({C}) : bias, eps);
+  return y.view(input.shape());
 }
 
-RMSNorm::RMSNorm(int64_t shape, std::optional<double> eps_, bool affine)
+RMSNorm::RMSNorm(int64_t shape, std::optional<double> eps_, bool affine) : RMSNorm(Shape{shape}, eps_, affine) {}
+
+RMSNorm::RMSNorm(const Shape& shape, std::optional<double> eps_, bool affine)
     : normalized_shape(shape), eps(eps_.value_or(std::numeric_limits<float>::epsilon())) {
-  ENCORE_CHECK(shape > 0, "RMSNorm: normalized_shape must be positive, got ", shape);
-  if (affine) weight = Tensor::full({shape}, 1.f);
+  checked_norm_size(shape, "RMSNorm");
+  if (affine) weight = Tensor::full(shape, 1.f);
 }
 
 void RMSNorm::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
@@ -196,9 +233,9 @@ void RMSNorm::collect_parameters(const std::string& prefix, std::vector<std::pai
 }
 
 Tensor RMSNorm::forward(const Tensor& input) const {
-  ENCORE_CHECK(input.dim() >= 1 && input.size(-1) == normalized_shape, "RMSNorm: input: expected last dimension ",
-               normalized_shape, ", got ", input.shape_str());
-  return ops::rmsnorm_forward(input, weight, eps);
+  Tensor x = flatten_normalized(input, normalized_shape, "RMSNorm");
+  const int64_t C = x.size(-1);
+  return ops::rmsnorm_forward(x, weight.defined() ? weight.view({C}) : weight, eps).view(input.shape());
 }
 
 // ---------------- activations ----------------

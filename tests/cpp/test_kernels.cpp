@@ -114,7 +114,7 @@ TEST(Kernels, ActivationsMatchRef) {
     Act act;
     double tol;  // max abs (scaled) error; gelu-erf uses a polynomial erf (A&S 7.1.26, |err| < 1.5e-7)
   };
-  const Case cases[] = {{Act::none, 0}, {Act::relu, 0}, {Act::gelu_erf, 1e-6}, {Act::gelu_tanh, 1e-6}, {Act::silu, 1e-6}};
+  const Case cases[] = {{Act::none, 0}, {Act::relu, 0}, {Act::gelu_erf, 1e-6}, {Act::gelu_tanh, 1e-6}, {Act::silu, 1e-6}, {Act::tanh, 1e-6}};
   for (const KernelTable* t : tables())
     for (const Case& c : cases)
       for (int64_t n : kSizes) {
@@ -156,7 +156,7 @@ TEST(Kernels, LinearMatchesRef) {
   const Case cases[] = {{1, 1, 1}, {1, 17, 3}, {5, 33, 7}, {67, 44, 80}, {3, 768, 769}, {128, 64, 192}};
   for (const KernelTable* t : tables())
     for (const Case& c : cases)
-      for (Act act : {Act::none, Act::relu, Act::gelu_erf, Act::gelu_tanh, Act::silu})
+      for (Act act : {Act::none, Act::relu, Act::gelu_erf, Act::gelu_tanh, Act::silu, Act::tanh})
         for (bool bias : {true, false}) {
           auto x = randn(c.M * c.K, 21 + c.M), w = randn(c.N * c.K, 22 + c.N, 0.1f), b = randn(c.N, 23 + c.N);
           std::vector<float> got(c.M * c.N), want(c.M * c.N);

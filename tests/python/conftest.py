@@ -97,9 +97,11 @@ def torch_reference_mode():
 
 @pytest.fixture(autouse=True)
 def seeded(request):
-    """Seed numpy's global RNG and torch per test (seed derived from the test id,
-    so every parametrized case gets different but reproducible data)."""
-    seed = zlib.crc32(request.node.nodeid.encode()) & 0x7FFFFFFF
+    """Seed numpy's global RNG and torch per test (seed derived from file name +
+    test name incl. parameters, so every case gets different but reproducible
+    data, independent of the directory pytest is started from)."""
+    key = f"{pathlib.Path(str(request.node.fspath)).name}::{request.node.name}"
+    seed = zlib.crc32(key.encode()) & 0x7FFFFFFF
     np.random.seed(seed)
     torch.manual_seed(seed)
     return seed
@@ -314,7 +316,7 @@ def assert_close(actual, expected, atol: float, what: str, *,
 
     * ``actual`` (encore) must be a float32 numpy array of the same shape, and
       entirely finite.
-    * ``expected`` (torch) must be finite everywhere, unless
+    * ``expected`` (usually torch) must be finite everywhere, unless
       ``expected_nan_ok``: then positions where torch is NaN/inf are excluded
       from the comparison (encore must still be finite there).
     * Guards against vacuous comparisons: the compared part of ``expected``
@@ -343,8 +345,8 @@ def assert_close(actual, expected, atol: float, what: str, *,
     idx = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
     max_diff = float(diff[idx]) if diff.size else 0.0
     msg = (f"{what}: max|diff|={max_diff:.3e} at {tuple(int(i) for i in idx)} "
-           f"(encore={float(actual[idx]) if diff.size else 0:.7g}, "
-           f"torch={float(expected[idx]) if diff.size else 0:.7g}), atol={atol:.0e}, "
+           f"(actual={float(actual[idx]) if diff.size else 0:.7g}, "
+           f"expected={float(expected[idx]) if diff.size else 0:.7g}), atol={atol:.0e}, "
            f"compared {int(valid.sum())}/{valid.size}")
     print(msg)
     assert max_diff <= atol, msg

@@ -201,7 +201,7 @@ def test_unknown_activation_rejected():
     with pytest.raises((ValueError, RuntimeError)):
         enn.TransformerEncoderLayer(12, 4, 20, activation="tanh")
     with pytest.raises((ValueError, RuntimeError)):
-        enn.TransformerDecoderLayer(12, 4, 20, activation="swish")
+        enn.TransformerDecoderLayer(12, 4, 20, activation="mish")  # HF aliases like "swish" are accepted
 
 
 def test_gated_weights_must_have_doubled_shape():

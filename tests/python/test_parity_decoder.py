@@ -279,23 +279,42 @@ def test_decoder_parity(c: DecCase):
     assert_close(actual, expected, c.tol, str(c))
 
 
-def test_transformer_custom_encoder_decoder():
-    """custom_encoder / custom_decoder: encore modules in, torch key layout kept."""
+def test_transformer_custom_encoder_decoder_rejected():
+    """Documented deviation: custom_encoder / custom_decoder raise (compose
+    TransformerEncoder + TransformerDecoder instead)."""
     d, h = 36, 4
-    tkw = dict(dim_feedforward=60, dropout=0.0)
-    t_enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(d, h, **tkw), 2,
-                                        norm=None, enable_nested_tensor=False)
-    t_dec = torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(d, h, **tkw), 3,
-                                        norm=torch.nn.LayerNorm(d))
-    tm = randomize_(torch.nn.Transformer(d, h, custom_encoder=t_enc, custom_decoder=t_dec)).eval()
-    e_enc = enn.TransformerEncoder(enn.TransformerEncoderLayer(d, h, **tkw), 2)
-    e_dec = enn.TransformerDecoder(enn.TransformerDecoderLayer(d, h, **tkw), 3, norm=enn.LayerNorm(d))
-    em = make_twin(tm, enn.Transformer(d, h, custom_encoder=e_enc, custom_decoder=e_dec))
-    assert sorted(em.state_dict()) == sorted(tm.state_dict())
+    e_enc = enn.TransformerEncoder(enn.TransformerEncoderLayer(d, h, 60), 2)
+    e_dec = enn.TransformerDecoder(enn.TransformerDecoderLayer(d, h, 60), 2)
+    with pytest.raises(ValueError, match="custom"):
+        enn.Transformer(d, h, custom_encoder=e_enc)
+    with pytest.raises(ValueError, match="custom"):
+        enn.Transformer(d, h, custom_decoder=e_dec)
+
+
+def test_composed_encoder_decoder_equals_transformer():
+    """The documented replacement for custom_encoder/decoder: encoder then
+    decoder, against torch's nn.Transformer with the same weights (1e-4)."""
+    d, h = 36, 4
+    tm = randomize_(torch.nn.Transformer(d, h, 2, 3, 60)).eval()
+    sd = {k: v.detach().numpy() for k, v in tm.state_dict().items()}
+    enc = enn.TransformerEncoder(enn.TransformerEncoderLayer(d, h, 60), 2, norm=enn.LayerNorm(d))
+    dec = enn.TransformerDecoder(enn.TransformerDecoderLayer(d, h, 60), 3, norm=enn.LayerNorm(d))
+    enc.load_state_dict({k[len("encoder."):]: v for k, v in sd.items() if k.startswith("encoder.")})
+    dec.load_state_dict({k[len("decoder."):]: v for k, v in sd.items() if k.startswith("decoder.")})
+    enc.eval()
+    dec.eval()
     src, tgt = randn(7, 2, d), randn(5, 2, d)
     with torch.no_grad():
         expected = tm(t(src), t(tgt), tgt_mask=t(causal_mask_np(5)), tgt_is_causal=True).numpy()
-    assert_close(em(src, tgt, tgt_is_causal=True), expected, TOL_STACK, "custom encoder/decoder")
+    assert_close(dec(tgt, enc(src), tgt_is_causal=True), expected, TOL_STACK, "encoder+decoder")
+
+
+def test_generate_square_subsequent_mask_matches_torch():
+    for n in (1, 2, 7):
+        got = enn.Transformer.generate_square_subsequent_mask(n)
+        want = causal_mask_np(n)
+        assert isinstance(got, np.ndarray) and got.dtype == np.float32 and got.shape == (n, n)
+        assert np.array_equal(got, want)
 
 
 def causal_mask_np(T):

@@ -327,3 +327,50 @@ def test_case_table_covers_every_axis_value():
         assert any(c.mask == m and c.num_layers == 0 for c in CASES)
         assert any(c.mask == m and c.num_layers == 6 and c.final_norm for c in CASES)
         assert any(c.mask == m and c.num_layers == 6 and not c.final_norm for c in CASES)
+
+
+def test_dropout_only_in_training_mode():
+    """Dropout is the identity in eval(); in train() with dropout > 0 it really
+    drops (output changes), and encore.manual_seed makes the draws repeatable."""
+    tl = randomize_(torch.nn.TransformerEncoderLayer(36, 4, 72, dropout=0.5)).eval()
+    el = make_twin(tl, enn.TransformerEncoderLayer(36, 4, 72, dropout=0.5))
+    x = randn(6, 2, 36)
+    with torch.no_grad():
+        expected = tl(t(x)).numpy()
+    y_eval = el(x)
+    assert_close(y_eval, expected, TOL_SINGLE, "eval with dropout=0.5")
+    el.train()
+    if hasattr(encore, "manual_seed"):
+        encore.manual_seed(1234)
+    y_train = el(x)
+    assert np.isfinite(y_train).all()
+    assert np.abs(y_train - y_eval).max() > 1e-2, "train() with dropout=0.5 must change the output"
+    if hasattr(encore, "manual_seed"):
+        encore.manual_seed(1234)
+        assert np.array_equal(el(x), y_train), "same manual_seed -> same dropout draws"
+    el.eval()
+    assert np.array_equal(el(x), y_eval), "back in eval(): deterministic, dropout off"
+
+
+def test_share_parameters_albert():
+    """encore extension (docs/torch_differences.md): TransformerEncoder(...,
+    share_parameters=True) applies one layer's weights num_layers times; its
+    state_dict has layers.0.* only.  Reference: the torch layer applied 3x."""
+    d, h, n = 36, 4, 3
+    tl = randomize_(torch.nn.TransformerEncoderLayer(d, h, 72, norm_first=True)).eval()
+    tnorm = randomize_(torch.nn.LayerNorm(d)).eval()
+    em = enn.TransformerEncoder(enn.TransformerEncoderLayer(d, h, 72, norm_first=True), n,
+                                norm=enn.LayerNorm(d), share_parameters=True)
+    sd = {**{f"layers.0.{k}": v for k, v in to_numpy_state(tl).items()},
+          **{f"norm.{k}": v for k, v in to_numpy_state(tnorm).items()}}
+    assert sorted(em.state_dict()) == sorted(sd)
+    em.load_state_dict(sd)
+    em.eval()
+    x = randn(7, 3, d)
+    kpm = self_attn_masks("key_padding", 3, 7).kpm
+    with torch.no_grad():
+        y = t(x)
+        for _ in range(n):
+            y = tl(y, src_key_padding_mask=t(kpm))
+        expected = tnorm(y).numpy()
+    assert_close(em(x, src_key_padding_mask=kpm), expected, TOL_STACK, "shared-parameter stack")

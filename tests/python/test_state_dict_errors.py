@@ -28,7 +28,6 @@ MODULES = {
     "MultiheadAttention-kdim-vdim": lambda nn: nn.MultiheadAttention(12, 4, kdim=5, vdim=7),
     "MultiheadAttention-kdim-only": lambda nn: nn.MultiheadAttention(12, 4, kdim=5),
     "MultiheadAttention-nobias": lambda nn: nn.MultiheadAttention(12, 4, bias=False),
-    "MultiheadAttention-bias_kv": lambda nn: nn.MultiheadAttention(12, 4, add_bias_kv=True),
     "TransformerEncoderLayer": lambda nn: nn.TransformerEncoderLayer(12, 4, 20),
     "TransformerEncoderLayer-nobias": lambda nn: nn.TransformerEncoderLayer(12, 4, 20, bias=False),
     "TransformerEncoder": lambda nn: nn.TransformerEncoder(nn.TransformerEncoderLayer(12, 4, 20), 2),
@@ -144,6 +143,27 @@ def test_float64_array_rejected_naming_key(name):
     for key, v in sd.items():
         msg = load_error(em, {**sd, key: v.astype(np.float64)})
         assert key in msg, f"float64 {key!r}: message does not name it: {msg!r}"
+
+
+def test_strict_false_ignores_missing_and_unexpected_but_not_shape():
+    """torch semantics of load_state_dict(strict=False)."""
+    tm, em = pair("TransformerEncoderLayer")
+    sd = to_numpy_state(tm)
+    before = em.state_dict()["linear2.weight"].copy()
+    partial = {k: v for k, v in sd.items() if k != "linear2.weight"}
+    partial["extra.weight"] = np.zeros(3, np.float32)
+    em.load_state_dict(partial, strict=False)
+    got = em.state_dict()
+    assert np.array_equal(got["linear1.weight"], sd["linear1.weight"])
+    assert np.array_equal(got["linear2.weight"], before)
+    msg = load_error_kw(em, {**sd, "linear1.weight": np.zeros((3, 3), np.float32)}, strict=False)
+    assert "linear1.weight" in msg
+
+
+def load_error_kw(em, sd, **kw) -> str:
+    with pytest.raises(ValueError) as ei:
+        em.load_state_dict(sd, **kw)
+    return str(ei.value)
 
 
 def test_error_class_is_value_error():

@@ -49,6 +49,8 @@ inline Vec vact(Vec x, Act act) {
     }
     case Act::silu:  // x / (1 + exp(-x))
       return div(x, add(set1(1.f), vexp(mul(x, set1(-1.f)))));
+    case Act::tanh:
+      return vtanh(x);
   }
   return x;
 }
