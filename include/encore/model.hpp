@@ -1,0 +1,65 @@
+// encore::AutoModel - a Hugging Face encoder checkpoint (config.json + safetensors) loaded for inference.
+//
+//   encore::AutoModel model = encore::AutoModel::load("/path/to/bert-base-uncased");
+//   encore::ModelOutput out = model.forward(input_ids, attention_mask);   // (B, T) int64 each
+//   out.last_hidden_state;                                               // (B, T, hidden_size) float32
+//
+// Supported model_type values: bert (also MiniLM, BGE, E5, GTE-base), roberta, xlm-roberta, distilbert,
+// albert, electra, mpnet. Weights are read from model.safetensors (or the shards of
+// model.safetensors.index.json), mmapped; pytorch_model.bin is refused. A checkpoint saved from a task model
+// (BertForSequenceClassification...) loads too: the base weights are found under their prefix and the
+// sequence- or token-classification head, when present, fills ModelOutput::logits.
+// Thread safety: forward() is const and may run concurrently.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "encore/tensor.hpp"
+
+namespace encore {
+
+namespace models {
+class EncoderModel;
+}
+
+struct ForwardOptions {
+  bool output_hidden_states = false;  // embeddings output, then every layer's output
+  bool output_attentions = false;     // per layer (B, heads, T, T)
+  bool compute_logits = true;         // run the classification head when the checkpoint has one
+};
+
+struct ModelOutput {
+  Tensor last_hidden_state;           // (B, T, hidden)
+  Tensor pooler_output;               // (B, hidden) when the model has a pooler, else undefined
+  Tensor logits;                      // (B, labels) or (B, T, labels) when a head is present
+  std::vector<Tensor> hidden_states;  // when requested
+  std::vector<Tensor> attentions;     // when requested
+};
+
+struct ModelInfo {
+  std::string model_type, architecture, hidden_act, head;  // head: "", "sequence_classification", "token_classification"
+  int64_t hidden_size = 0, num_layers = 0, num_heads = 0, intermediate_size = 0, vocab_size = 0;
+  int64_t max_position_embeddings = 0, num_parameters = 0, num_labels = 0, pad_token_id = 0;
+  std::vector<std::string> id2label;
+};
+
+class AutoModel {
+ public:
+  static AutoModel load(const std::string& model_dir);
+  static std::vector<std::string> supported_model_types();
+
+  // input_ids (B, T) int64; attention_mask (B, T) int64 1 = token, 0 = padding (undefined = all tokens);
+  // token_type_ids (B, T) int64 or undefined (zeros).
+  ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask = Tensor(),
+                      const Tensor& token_type_ids = Tensor(), const ForwardOptions& options = {}) const;
+  const ModelInfo& info() const;
+  // Token-id positions the model can take: max_position_embeddings less any offset (RoBERTa: padding_idx+1).
+  int64_t max_sequence_length() const;
+
+ private:
+  explicit AutoModel(std::shared_ptr<models::EncoderModel> impl);
+  std::shared_ptr<models::EncoderModel> impl_;
+};
+
+}  // namespace encore

@@ -1,0 +1,87 @@
+// ALBERT: factorized embeddings (embedding_size E, projected to hidden_size by
+// encoder.embedding_hidden_mapping_in) and cross-layer sharing: num_hidden_layers steps, step i running every
+// inner layer of group int(i / (num_hidden_layers / num_hidden_groups)). Layers are Post-LN, named
+// albert_layer_groups.G.albert_layers.K.{attention.{query,key,value,dense,LayerNorm}, ffn, ffn_output,
+// full_layer_layer_norm}; pooler is a single Linear + tanh.
+#include "models/model.hpp"
+#include "ops/ops.hpp"
+
+namespace encore::models {
+
+namespace {
+
+class Albert : public EncoderModel {
+ public:
+  TokenEmbeddings embeddings;
+  LinearWeights mapping_in;
+  std::vector<std::vector<nn::TransformerEncoderLayer>> groups;
+  int64_t num_layers = 0;
+  std::optional<LinearWeights> pooler, classifier;
+  bool token_head = false;
+
+  ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
+                      const ForwardOptions& opt) const override {
+    auto [B, T] = check_inputs(ids, mask, types);
+    ENCORE_CHECK(T <= info.max_position_embeddings, "input length ", T, " exceeds max_position_embeddings ",
+                 info.max_position_embeddings);
+    ModelOutput out;
+    Tensor x = mapping_in.apply(embeddings.forward(ids, absolute_position_ids(B, T), types));
+    const Tensor kpm = key_padding_from_attention_mask(mask, B, T);
+    if (opt.output_hidden_states) out.hidden_states.push_back(x);
+    const double layers_per_group = static_cast<double>(num_layers) / static_cast<double>(groups.size());
+    for (int64_t i = 0; i < num_layers; ++i) {
+      const auto& group = groups[static_cast<size_t>(static_cast<double>(i) / layers_per_group)];
+      for (const auto& layer : group) {
+        Tensor weights;
+        x = layer.forward_batch_first(x, Tensor(), kpm, false, opt.output_attentions ? &weights : nullptr);
+        if (opt.output_attentions) out.attentions.push_back(weights);
+      }
+      if (opt.output_hidden_states) out.hidden_states.push_back(x);
+    }
+    out.last_hidden_state = x;
+    if (pooler)
+      out.pooler_output = ops::linear_forward(first_token(x), pooler->weight, pooler->bias, kernels::Act::tanh);
+    if (classifier && opt.compute_logits) out.logits = classifier->apply(token_head ? x : out.pooler_output);
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<EncoderModel> load_albert(const HfConfig& cfg, const io::WeightStore& store) {
+  const EncoderDims d = read_encoder_dims(cfg, "gelu_new");
+  const int64_t E = cfg.get_int("embedding_size", 128, 1, 65536);
+  const int64_t G = cfg.get_int("num_hidden_groups", 1, 1, d.layers);
+  const int64_t K = cfg.get_int("inner_group_num", 1, 1, 1000);
+  auto m = std::make_unique<Albert>();
+  fill_info(m->info, cfg, d);
+  m->num_layers = d.layers;
+  Weights root(store, "");
+  Weights w = root.sub(detect_prefix(store, "albert.", "embeddings.word_embeddings.weight"));
+  m->embeddings = TokenEmbeddings::load(w, cfg, E, true);
+  m->mapping_in = take_linear(w, "encoder.embedding_hidden_mapping_in", d.hidden, E);
+  for (int64_t g = 0; g < G; ++g) {
+    std::vector<nn::TransformerEncoderLayer> group;
+    for (int64_t k = 0; k < K; ++k) {
+      const std::string p = "encoder.albert_layer_groups." + std::to_string(g) + ".albert_layers." + std::to_string(k) + ".";
+      PostLnNames n{p + "attention.query", p + "attention.key", p + "attention.value", p + "attention.dense",
+                    p + "attention.LayerNorm", p + "ffn", p + "ffn_output", p + "full_layer_layer_norm"};
+      group.push_back(load_post_ln_layer(w, n, d.hidden, d.heads, d.intermediate, d.activation, d.eps));
+      m->info.num_parameters += group.back().num_parameters();
+    }
+    m->groups.push_back(std::move(group));
+  }
+  if (w.has("pooler.weight")) m->pooler = take_linear(w, "pooler", d.hidden, d.hidden);
+  const bool seq = architecture_ends_with(cfg, "ForSequenceClassification");
+  m->token_head = architecture_ends_with(cfg, "ForTokenClassification");
+  if ((seq || m->token_head) && root.has("classifier.weight")) {
+    read_labels(cfg, m->info);
+    ENCORE_CHECK(m->token_head || m->pooler, cfg.source(), ": a sequence-classification head needs the pooler");
+    m->classifier = take_linear(root, "classifier", m->info.num_labels, d.hidden);
+    m->info.head = m->token_head ? "token_classification" : "sequence_classification";
+  }
+  w.finish();
+  return m;
+}
+
+}  // namespace encore::models

@@ -1,0 +1,376 @@
+#include "models/model.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "ops/ops.hpp"
+
+namespace encore::models {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+HfConfig HfConfig::load(const std::string& model_dir) {
+  const fs::path p = fs::path(model_dir) / "config.json";
+  ENCORE_CHECK(fs::is_directory(model_dir), "model directory '", model_dir, "' does not exist");
+  ENCORE_CHECK(fs::exists(p), "'", model_dir, "' has no config.json");
+  std::ifstream in(p);
+  Json j;
+  try {
+    j = Json::parse(in);
+  } catch (const Json::exception& e) {
+    throw Error(detail::concat("'", p.string(), "' is not valid JSON: ", e.what()));
+  }
+  ENCORE_CHECK(j.is_object(), "'", p.string(), "' is not a JSON object");
+  return HfConfig(std::move(j), p.string());
+}
+
+int64_t HfConfig::get_int(const std::string& key, std::optional<int64_t> fallback, int64_t lo, int64_t hi) const {
+  if (!has(key)) {
+    ENCORE_CHECK(fallback.has_value(), source_, ": missing required field '", key, "'");
+    return *fallback;
+  }
+  const Json& v = json_[key];
+  ENCORE_CHECK(v.is_number_integer(), source_, ": field '", key, "' must be an integer, got ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  ENCORE_CHECK(x >= lo && x <= hi, source_, ": field '", key, "' = ", x, " is outside [", lo, ", ", hi, "]");
+  return x;
+}
+
+double HfConfig::get_double(const std::string& key, std::optional<double> fallback) const {
+  if (!has(key)) {
+    ENCORE_CHECK(fallback.has_value(), source_, ": missing required field '", key, "'");
+    return *fallback;
+  }
+  const Json& v = json_[key];
+  ENCORE_CHECK(v.is_number(), source_, ": field '", key, "' must be a number, got ", v.dump());
+  const double x = v.get<double>();
+  ENCORE_CHECK(std::isfinite(x), source_, ": field '", key, "' is not finite");
+  return x;
+}
+
+std::string HfConfig::get_string(const std::string& key, std::optional<std::string> fallback) const {
+  if (!has(key)) {
+    ENCORE_CHECK(fallback.has_value(), source_, ": missing required field '", key, "'");
+    return *fallback;
+  }
+  ENCORE_CHECK(json_[key].is_string(), source_, ": field '", key, "' must be a string, got ", json_[key].dump());
+  return json_[key].get<std::string>();
+}
+
+Tensor Weights::take(const std::string& name, const Shape& expected) {
+  const std::string full = prefix_ + name;
+  if (!store_.contains(full)) {
+    shared_->missing.push_back(full);
+    return Tensor::zeros(expected);  // placeholder; finish() refuses the model
+  }
+  Tensor t = store_.get_f32(full);
+  ENCORE_CHECK(t.shape() == expected, "weight '", full, "' in '", store_.source(), "' has shape ", t.shape_str(),
+               " but config.json implies ", shape_str(expected));
+  return t;
+}
+
+std::optional<Tensor> Weights::take_optional(const std::string& name, const Shape& expected) {
+  if (!store_.contains(prefix_ + name)) return std::nullopt;
+  return take(name, expected);
+}
+
+void Weights::finish() const {
+  if (shared_->missing.empty()) return;
+  std::string msg = "weights in '" + store_.source() + "' are missing " + std::to_string(shared_->missing.size()) +
+                    " tensor(s) the model needs (never randomly initialised):";
+  for (size_t i = 0; i < shared_->missing.size() && i < 50; ++i) msg += " '" + shared_->missing[i] + "'";
+  if (shared_->missing.size() > 50) msg += " ...";
+  throw Error(msg);
+}
+
+Tensor cat_rows(const std::vector<Tensor>& parts) {
+  ENCORE_CHECK(!parts.empty(), "cat_rows: nothing to concatenate");
+  Shape s = parts[0].shape();
+  int64_t rows = 0;
+  for (auto& p : parts) {
+    ENCORE_CHECK(p.dim() == static_cast<int64_t>(s.size()) && std::equal(s.begin() + 1, s.end(), p.shape().begin() + 1),
+                 "cat_rows: shapes ", shape_str(s), " and ", p.shape_str(), " differ beyond dim 0");
+    rows += p.size(0);
+  }
+  s[0] = rows;
+  Tensor out = Tensor::empty(s);
+  int64_t r = 0;
+  for (auto& p : parts) {
+    out.slice(0, r, r + p.size(0)).copy_from(p);
+    r += p.size(0);
+  }
+  return out;
+}
+
+std::string activation_from_hf(const std::string& act, const std::string& source) {
+  if (act == "gelu" || act == "gelu_python") return "gelu";
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return "gelu_tanh";
+  if (act == "relu") return "relu";
+  if (act == "silu" || act == "swish") return "silu";
+  throw Error(source + ": hidden_act '" + act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)");
+}
+
+nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const PostLnNames& n, int64_t H, int64_t heads,
+                                               int64_t I, const std::string& activation, double eps) {
+  nn::NoInitGuard no_init;
+  nn::TransformerEncoderLayer layer(H, heads, I, 0.0, activation, eps, /*batch_first=*/true, /*norm_first=*/false);
+  layer.self_attn.in_proj_weight =
+      cat_rows({w.take(n.q + ".weight", {H, H}), w.take(n.k + ".weight", {H, H}), w.take(n.v + ".weight", {H, H})});
+  layer.self_attn.in_proj_bias =
+      cat_rows({w.take(n.q + ".bias", {H}), w.take(n.k + ".bias", {H}), w.take(n.v + ".bias", {H})});
+  layer.self_attn.out_proj.weight = w.take(n.o + ".weight", {H, H});
+  layer.self_attn.out_proj.bias = w.take(n.o + ".bias", {H});
+  layer.norm1.weight = w.take(n.attn_norm + ".weight", {H});
+  layer.norm1.bias = w.take(n.attn_norm + ".bias", {H});
+  layer.linear1.weight = w.take(n.ffn_in + ".weight", {I, H});
+  layer.linear1.bias = w.take(n.ffn_in + ".bias", {I});
+  layer.linear2.weight = w.take(n.ffn_out + ".weight", {H, I});
+  layer.linear2.bias = w.take(n.ffn_out + ".bias", {H});
+  layer.norm2.weight = w.take(n.ffn_norm + ".weight", {H});
+  layer.norm2.bias = w.take(n.ffn_norm + ".bias", {H});
+  layer.eval();
+  return layer;
+}
+
+std::pair<int64_t, int64_t> check_inputs(const Tensor& ids, const Tensor& mask, const Tensor& types) {
+  ENCORE_CHECK(ids.defined() && ids.dim() == 2, "input_ids: expected (batch, seq_len), got ",
+               ids.defined() ? ids.shape_str() : "none");
+  check_dtype(ids, "input_ids", DType::i64);
+  const int64_t B = ids.size(0), T = ids.size(1);
+  ENCORE_CHECK(B > 0 && T > 0, "input_ids: empty input ", ids.shape_str());
+  if (mask.defined()) {
+    check_shape(mask, "attention_mask", {B, T});
+    check_dtype(mask, "attention_mask", DType::i64);
+  }
+  if (types.defined()) {
+    check_shape(types, "token_type_ids", {B, T});
+    check_dtype(types, "token_type_ids", DType::i64);
+  }
+  return {B, T};
+}
+
+Tensor key_padding_from_attention_mask(const Tensor& mask, int64_t B, int64_t T) {
+  if (!mask.defined()) return Tensor();
+  Tensor m = mask.contiguous();
+  Tensor out = Tensor::empty({B, T});
+  const int64_t* p = m.data<int64_t>();
+  float* o = out.data<float>();
+  bool any = false;
+  for (int64_t i = 0; i < B * T; ++i) {
+    o[i] = p[i] != 0 ? 0.f : -std::numeric_limits<float>::infinity();
+    any |= p[i] == 0;
+  }
+  return any ? out : Tensor();
+}
+
+static const std::map<std::string, Loader>& registry() {
+  static const std::map<std::string, Loader> r = {
+      {"bert", load_bert},           {"roberta", load_roberta}, {"xlm-roberta", load_roberta},
+      {"electra", load_electra},     {"distilbert", load_distilbert}, {"albert", load_albert},
+      {"mpnet", load_mpnet}};
+  return r;
+}
+
+std::vector<std::string> registered_families() {
+  std::vector<std::string> out;
+  for (auto& [k, _] : registry()) out.push_back(k);
+  return out;
+}
+
+std::unique_ptr<EncoderModel> load_model(const std::string& model_dir) {
+  HfConfig cfg = HfConfig::load(model_dir);
+  const std::string type = cfg.get_string("model_type");
+  auto it = registry().find(type);
+  if (it == registry().end()) {
+    std::string list;
+    for (auto& k : registered_families()) list += (list.empty() ? "" : ", ") + k;
+    throw Error("'" + model_dir + "': model_type '" + type + "' is not supported; supported: " + list);
+  }
+  io::WeightStore store = io::WeightStore::open_dir(model_dir);
+  auto model = it->second(cfg, store);
+  model->info.model_type = type;
+  if (cfg.has("architectures") && cfg.json()["architectures"].is_array() && !cfg.json()["architectures"].empty() &&
+      cfg.json()["architectures"][0].is_string())
+    model->info.architecture = cfg.json()["architectures"][0].get<std::string>();
+  return model;
+}
+
+std::string detect_prefix(const io::WeightStore& store, const std::string& base_prefix, const std::string& probe) {
+  if (store.contains(probe)) return "";
+  if (store.contains(base_prefix + probe)) return base_prefix;
+  return "";  // let Weights report what is missing
+}
+
+Tensor run_layers(const std::vector<const nn::TransformerEncoderLayer*>& layers, Tensor x, const Tensor& attn_mask,
+                  const Tensor& key_padding, const ForwardOptions& options, ModelOutput& out) {
+  if (options.output_hidden_states) out.hidden_states.push_back(x);
+  for (const auto* layer : layers) {
+    Tensor weights;
+    x = layer->forward_batch_first(x, attn_mask, key_padding, false, options.output_attentions ? &weights : nullptr);
+    if (options.output_hidden_states) out.hidden_states.push_back(x);
+    if (options.output_attentions) out.attentions.push_back(weights);
+  }
+  return x;
+}
+
+TokenEmbeddings TokenEmbeddings::load(Weights& w, const HfConfig& cfg, int64_t E, bool with_types) {
+  TokenEmbeddings e;
+  const int64_t V = cfg.get_int("vocab_size", std::nullopt, 1, 10'000'000);
+  const int64_t P = cfg.get_int("max_position_embeddings", 512, 1, 1'000'000);
+  e.word = w.take("embeddings.word_embeddings.weight", {V, E});
+  e.position = w.take("embeddings.position_embeddings.weight", {P, E});
+  if (with_types) {
+    const int64_t types = cfg.get_int("type_vocab_size", 2, 0, 1'000'000);
+    if (types > 0) e.token_type = w.take("embeddings.token_type_embeddings.weight", {types, E});
+  }
+  e.norm_weight = w.take("embeddings.LayerNorm.weight", {E});
+  e.norm_bias = w.take("embeddings.LayerNorm.bias", {E});
+  e.eps = cfg.get_double("layer_norm_eps", 1e-12);
+  return e;
+}
+
+Tensor TokenEmbeddings::forward(const Tensor& ids, const Tensor& position_ids, const Tensor& types) const {
+  Tensor x = ops::embedding_forward(ids, word, "input_ids");
+  ops::add_forward_(x, ops::embedding_forward(position_ids, position, "position_ids"));
+  if (token_type.defined()) {
+    Tensor t = types.defined() ? types : Tensor::zeros(ids.shape(), DType::i64);
+    ops::add_forward_(x, ops::embedding_forward(t, token_type, "token_type_ids"));
+  }
+  return ops::layernorm_forward(x, norm_weight, norm_bias, eps);
+}
+
+Tensor absolute_position_ids(int64_t B, int64_t T) {
+  Tensor p = Tensor::empty({B, T}, DType::i64);
+  int64_t* d = p.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) d[b * T + t] = t;
+  return p;
+}
+
+Tensor padding_offset_position_ids(const Tensor& input_ids, int64_t padding_idx) {
+  Tensor ids = input_ids.contiguous();
+  const int64_t B = ids.size(0), T = ids.size(1);
+  Tensor p = Tensor::empty({B, T}, DType::i64);
+  const int64_t* in = ids.data<int64_t>();
+  int64_t* d = p.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const bool real = in[b * T + t] != padding_idx;
+      count += real;
+      d[b * T + t] = real ? padding_idx + count : padding_idx;
+    }
+  }
+  return p;
+}
+
+EncoderDims read_encoder_dims(const HfConfig& cfg, const std::string& default_act) {
+  EncoderDims d;
+  d.hidden = cfg.get_int("hidden_size", std::nullopt, 1, 65536);
+  d.layers = cfg.get_int("num_hidden_layers", std::nullopt, 1, 1000);
+  d.heads = cfg.get_int("num_attention_heads", std::nullopt, 1, 4096);
+  d.intermediate = cfg.get_int("intermediate_size", std::nullopt, 1, 1 << 20);
+  ENCORE_CHECK(d.hidden % d.heads == 0, cfg.source(), ": hidden_size ", d.hidden,
+               " is not divisible by num_attention_heads ", d.heads);
+  d.activation = activation_from_hf(cfg.get_string("hidden_act", default_act), cfg.source());
+  d.eps = cfg.get_double("layer_norm_eps", 1e-12);
+  return d;
+}
+
+void fill_info(ModelInfo& info, const HfConfig& cfg, const EncoderDims& d) {
+  info.hidden_size = d.hidden;
+  info.num_layers = d.layers;
+  info.num_heads = d.heads;
+  info.intermediate_size = d.intermediate;
+  info.hidden_act = d.activation;
+  info.vocab_size = cfg.get_int("vocab_size", 0, 0, 10'000'000);
+  info.max_position_embeddings = cfg.get_int("max_position_embeddings", 512, 1, 1'000'000);
+  info.pad_token_id = cfg.get_int("pad_token_id", 0, 0, 10'000'000);
+}
+
+std::vector<nn::TransformerEncoderLayer> load_bert_layers(Weights& w, const EncoderDims& d, const std::string& prefix) {
+  std::vector<nn::TransformerEncoderLayer> layers;
+  layers.reserve(d.layers);
+  for (int64_t i = 0; i < d.layers; ++i) {
+    const std::string p = prefix + std::to_string(i) + ".";
+    PostLnNames n{p + "attention.self.query", p + "attention.self.key", p + "attention.self.value",
+                  p + "attention.output.dense", p + "attention.output.LayerNorm", p + "intermediate.dense",
+                  p + "output.dense", p + "output.LayerNorm"};
+    layers.push_back(load_post_ln_layer(w, n, d.hidden, d.heads, d.intermediate, d.activation, d.eps));
+    layers.back().set_name("layer." + std::to_string(i));
+  }
+  return layers;
+}
+
+std::vector<const nn::TransformerEncoderLayer*> pointers(const std::vector<nn::TransformerEncoderLayer>& layers) {
+  std::vector<const nn::TransformerEncoderLayer*> out;
+  for (auto& l : layers) out.push_back(&l);
+  return out;
+}
+
+Tensor first_token(const Tensor& x) { return x.select(1, 0).contiguous(); }
+
+bool architecture_ends_with(const HfConfig& cfg, const std::string& suffix) {
+  if (!cfg.has("architectures") || !cfg.json()["architectures"].is_array()) return false;
+  for (auto& a : cfg.json()["architectures"]) {
+    if (!a.is_string()) continue;
+    const std::string s = a.get<std::string>();
+    if (s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
+  }
+  return false;
+}
+
+Tensor LinearWeights::apply(const Tensor& x) const { return ops::linear_forward(x, weight, bias); }
+
+LinearWeights take_linear(Weights& w, const std::string& name, int64_t out, int64_t in) {
+  LinearWeights l;
+  l.weight = w.take(name + ".weight", {out, in});
+  l.bias = w.take(name + ".bias", {out});
+  return l;
+}
+
+void read_labels(const HfConfig& cfg, ModelInfo& info) {
+  if (cfg.has("id2label") && cfg.json()["id2label"].is_object()) {
+    const auto& m = cfg.json()["id2label"];
+    info.id2label.assign(m.size(), "");
+    for (auto& [k, v] : m.items()) {
+      size_t idx = 0;
+      try {
+        idx = std::stoul(k);
+      } catch (...) {
+        throw Error(cfg.source() + ": id2label key '" + k + "' is not an integer");
+      }
+      ENCORE_CHECK(idx < m.size() && v.is_string(), cfg.source(), ": id2label entry '", k, "' is invalid");
+      info.id2label[idx] = v.get<std::string>();
+    }
+  }
+  info.num_labels = cfg.get_int("num_labels", static_cast<int64_t>(info.id2label.empty() ? 2 : info.id2label.size()),
+                                1, 1 << 20);
+}
+
+}  // namespace encore::models
+
+namespace encore {
+
+AutoModel::AutoModel(std::shared_ptr<models::EncoderModel> impl) : impl_(std::move(impl)) {}
+
+AutoModel AutoModel::load(const std::string& model_dir) {
+  return AutoModel(std::shared_ptr<models::EncoderModel>(models::load_model(model_dir)));
+}
+
+std::vector<std::string> AutoModel::supported_model_types() { return models::registered_families(); }
+
+ModelOutput AutoModel::forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
+                               const ForwardOptions& options) const {
+  models::check_inputs(input_ids, attention_mask, token_type_ids);
+  return impl_->forward(input_ids, attention_mask, token_type_ids, options);
+}
+
+const ModelInfo& AutoModel::info() const { return impl_->info; }
+int64_t AutoModel::max_sequence_length() const { return impl_->max_sequence_length(); }
+
+}  // namespace encore

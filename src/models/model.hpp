@@ -1,0 +1,146 @@
+// Shared plumbing for the architecture files: the base class every family implements, the weight loader
+// that maps Hugging Face names onto encore's layers, config.json access, and the family registry.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "encore/model.hpp"
+#include "encore/nn.hpp"
+#include "io/safetensors.hpp"
+
+namespace encore::models {
+
+// config.json with typed, validated accessors; errors name the field and the file.
+class HfConfig {
+ public:
+  static HfConfig load(const std::string& model_dir);
+  explicit HfConfig(nlohmann::json j, std::string source) : json_(std::move(j)), source_(std::move(source)) {}
+  bool has(const std::string& key) const { return json_.contains(key) && !json_[key].is_null(); }
+  // Integer field within [lo, hi]; fallback when absent (no fallback: required).
+  int64_t get_int(const std::string& key, std::optional<int64_t> fallback = std::nullopt, int64_t lo = 0,
+                  int64_t hi = int64_t{1} << 40) const;
+  double get_double(const std::string& key, std::optional<double> fallback = std::nullopt) const;
+  std::string get_string(const std::string& key, std::optional<std::string> fallback = std::nullopt) const;
+  const nlohmann::json& json() const { return json_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  nlohmann::json json_;
+  std::string source_;
+};
+
+// Takes tensors by Hugging Face name (prefix + name), checks each shape against what the config implies,
+// and collects every missing name so the error lists them all.
+class Weights {
+ public:
+  Weights(const io::WeightStore& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
+  Tensor take(const std::string& name, const Shape& expected);
+  std::optional<Tensor> take_optional(const std::string& name, const Shape& expected);
+  bool has(const std::string& name) const { return store_.contains(prefix_ + name); }
+  Weights sub(const std::string& more) const { return Weights(store_, prefix_ + more, shared_); }
+  void finish() const;  // throws listing every missing tensor
+
+ private:
+  struct Shared {
+    std::vector<std::string> missing;
+  };
+  Weights(const io::WeightStore& store, std::string prefix, std::shared_ptr<Shared> shared)
+      : store_(store), prefix_(std::move(prefix)), shared_(std::move(shared)) {}
+  const io::WeightStore& store_;
+  std::string prefix_;
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+};
+
+// Rows stacked: cat([a; b; c], dim 0) for packing Q, K, V projections into one GEMM.
+Tensor cat_rows(const std::vector<Tensor>& parts);
+
+// hidden_act of config.json -> encore activation name (gelu = erf; gelu_new and gelu_pytorch_tanh = tanh).
+std::string activation_from_hf(const std::string& hidden_act, const std::string& source);
+
+// A Post-LN encoder layer (BERT's shape) with its weights taken from explicit Hugging Face names.
+struct PostLnNames {
+  std::string q, k, v, o, attn_norm, ffn_in, ffn_out, ffn_norm;  // each a module prefix without ".weight"
+};
+nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const PostLnNames& names, int64_t hidden, int64_t heads,
+                                               int64_t intermediate, const std::string& activation, double eps);
+
+// (B, T) int64 1/0 attention mask -> additive float (B, T) key padding mask (0 or -inf); undefined if none.
+Tensor key_padding_from_attention_mask(const Tensor& attention_mask, int64_t B, int64_t T);
+// Checks ids (B, T) int64 and the optional masks; returns B and T.
+std::pair<int64_t, int64_t> check_inputs(const Tensor& input_ids, const Tensor& attention_mask,
+                                         const Tensor& token_type_ids);
+
+class EncoderModel {
+ public:
+  virtual ~EncoderModel() = default;
+  virtual ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
+                              const ForwardOptions& options) const = 0;
+  virtual int64_t max_sequence_length() const { return info.max_position_embeddings; }
+  ModelInfo info;
+};
+
+using Loader = std::unique_ptr<EncoderModel> (*)(const HfConfig&, const io::WeightStore&);
+// One loader per family file; the model_type -> loader table is in model.cpp.
+std::unique_ptr<EncoderModel> load_bert(const HfConfig&, const io::WeightStore&);
+std::unique_ptr<EncoderModel> load_roberta(const HfConfig&, const io::WeightStore&);
+std::unique_ptr<EncoderModel> load_electra(const HfConfig&, const io::WeightStore&);
+std::unique_ptr<EncoderModel> load_distilbert(const HfConfig&, const io::WeightStore&);
+std::unique_ptr<EncoderModel> load_albert(const HfConfig&, const io::WeightStore&);
+std::unique_ptr<EncoderModel> load_mpnet(const HfConfig&, const io::WeightStore&);
+std::unique_ptr<EncoderModel> load_model(const std::string& model_dir);
+std::vector<std::string> registered_families();
+
+// Finds which prefix the base model's weights use ("" or e.g. "bert.") by probing probe_name.
+std::string detect_prefix(const io::WeightStore& store, const std::string& base_prefix, const std::string& probe_name);
+
+// Runs a stack of Post-LN layers over x (B, T, C) batch-first, filling hidden_states/attentions on request.
+Tensor run_layers(const std::vector<const nn::TransformerEncoderLayer*>& layers, Tensor x, const Tensor& attn_mask,
+                  const Tensor& key_padding, const ForwardOptions& options, ModelOutput& out);
+
+// word + position (+ token type) embeddings followed by LayerNorm: the shape BERT, RoBERTa, ELECTRA, ALBERT,
+// DistilBERT and MPNet share under "embeddings.*" (token types absent in DistilBERT and MPNet).
+struct TokenEmbeddings {
+  Tensor word, position, token_type, norm_weight, norm_bias;  // (V, E), (P, E), (types, E) or undefined, (E)
+  double eps = 1e-12;
+  static TokenEmbeddings load(Weights& w, const HfConfig& cfg, int64_t dim, bool with_token_types);
+  // position_ids (B, T) int64; token_type_ids may be undefined (zeros).
+  Tensor forward(const Tensor& input_ids, const Tensor& position_ids, const Tensor& token_type_ids) const;
+};
+// position_ids = 0..T-1 for every sequence (BERT).
+Tensor absolute_position_ids(int64_t B, int64_t T);
+// RoBERTa: padding_idx + cumulative count of non-padding tokens, padding_idx at padding.
+Tensor padding_offset_position_ids(const Tensor& input_ids, int64_t padding_idx);
+
+// The encoder sizes BERT-style configs share (hidden_size, num_hidden_layers, num_attention_heads,
+// intermediate_size, hidden_act, layer_norm_eps), validated before anything is allocated.
+struct EncoderDims {
+  int64_t hidden = 0, layers = 0, heads = 0, intermediate = 0;
+  std::string activation;  // encore's name
+  double eps = 1e-12;
+};
+EncoderDims read_encoder_dims(const HfConfig& cfg, const std::string& default_act = "gelu");
+void fill_info(ModelInfo& info, const HfConfig& cfg, const EncoderDims& d);
+// BERT's layer naming: <prefix>N.attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
+// intermediate.dense, output.{dense,LayerNorm} (BERT, RoBERTa, XLM-R, ELECTRA).
+std::vector<nn::TransformerEncoderLayer> load_bert_layers(Weights& w, const EncoderDims& d, const std::string& prefix);
+std::vector<const nn::TransformerEncoderLayer*> pointers(const std::vector<nn::TransformerEncoderLayer>& layers);
+// x[:, 0, :] as a contiguous (B, C) tensor.
+Tensor first_token(const Tensor& x);
+bool architecture_ends_with(const HfConfig& cfg, const std::string& suffix);
+
+// Classification heads shared by several families.
+struct LinearWeights {
+  Tensor weight, bias;
+  Tensor apply(const Tensor& x) const;  // x·weightᵀ + bias
+};
+LinearWeights take_linear(Weights& w, const std::string& name, int64_t out, int64_t in);
+// Fills info.head / num_labels / id2label from config.json.
+void read_labels(const HfConfig& cfg, ModelInfo& info);
+
+}  // namespace encore::models
