@@ -9,88 +9,9 @@
 
 #include "encore/nn.hpp"
 #include "encore/runtime.hpp"
+#include "numpy_convert.hpp"
 
-namespace py = pybind11;
-using encore::DType;
-using encore::Shape;
-using encore::Tensor;
-namespace nn = encore::nn;
-
-namespace {
-
-std::string numpy_dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
-
-// A numpy float32 array as a Tensor (copied, so the C++ side never touches Python memory without the GIL).
-Tensor float_tensor(const py::handle& obj, const char* name) {
-  if (!py::isinstance<py::array>(obj))
-    throw encore::Error(std::string(name) + ": expected a numpy.ndarray of float32, got " +
-                        py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
-  py::array a = py::reinterpret_borrow<py::array>(obj);
-  if (!a.dtype().is(py::dtype::of<float>()))
-    throw encore::Error(std::string(name) + ": expected dtype float32, got " + numpy_dtype_name(a));
-  auto c = py::array_t<float, py::array::c_style>::ensure(a);
-  Shape shape(c.shape(), c.shape() + c.ndim());
-  Tensor t = Tensor::empty(shape);
-  if (t.numel()) std::memcpy(t.raw_data(), c.data(), static_cast<size_t>(t.numel()) * sizeof(float));
-  return t;
-}
-
-
-// A mask: bool (True = masked) or float32 (additive), or None.
-Tensor mask_tensor(const py::object& obj, const char* name) {
-  if (obj.is_none()) return Tensor();
-  if (!py::isinstance<py::array>(obj))
-    throw encore::Error(std::string(name) + ": expected a numpy bool or float32 array, got " +
-                        py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
-  py::array a = py::reinterpret_borrow<py::array>(obj);
-  if (a.dtype().is(py::dtype::of<bool>())) {
-    auto c = py::array_t<bool, py::array::c_style>::ensure(a);
-    Tensor t = Tensor::empty(Shape(c.shape(), c.shape() + c.ndim()), DType::boolean);
-    if (t.numel()) std::memcpy(t.raw_data(), c.data(), static_cast<size_t>(t.numel()));
-    return t;
-  }
-  if (a.dtype().is(py::dtype::of<float>())) return float_tensor(a, name);
-  throw encore::Error(std::string(name) + ": expected dtype bool or float32, got " + numpy_dtype_name(a));
-}
-
-// Zero-copy numpy view of a tensor; the capsule keeps the storage alive.
-py::object to_numpy(const Tensor& t_in) {
-  if (!t_in.defined()) return py::none();
-  Tensor t = t_in.contiguous();
-  auto* keep = new Tensor(t);
-  py::capsule owner(keep, [](void* p) { delete static_cast<Tensor*>(p); });
-  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  return py::array_t<float>(shape, t.data<float>(), owner);
-}
-
-nn::StateDict state_dict_from_python(const py::dict& d) {
-  nn::StateDict sd;
-  for (auto item : d) {
-    std::string key = py::str(item.first).cast<std::string>();
-    const py::handle& v = item.second;
-    if (!py::isinstance<py::array>(v))
-      throw encore::Error("load_state_dict: '" + key + "' must be a numpy.ndarray, got " +
-                          py::str(py::type::of(v).attr("__name__")).cast<std::string>());
-    py::array a = py::reinterpret_borrow<py::array>(v);
-    if (!a.dtype().is(py::dtype::of<float>()))
-      throw encore::Error("load_state_dict: '" + key + "' has dtype " + numpy_dtype_name(a) + ", expected float32");
-    sd.emplace(key, float_tensor(a, key.c_str()));
-  }
-  return sd;
-}
-
-py::dict state_dict_to_python(nn::Module& m) {
-  py::dict d;
-  for (auto& [name, t] : m.named_parameters()) d[py::str(name)] = to_numpy(*t);
-  return d;
-}
-
-std::optional<bool> optional_bool(const py::object& o) {
-  if (o.is_none()) return std::nullopt;
-  return o.cast<bool>();
-}
-
-}  // namespace
+using namespace encore_py;
 
 PYBIND11_MODULE(_encore, m) {
   m.doc() = "encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer modules)";
@@ -100,6 +21,8 @@ PYBIND11_MODULE(_encore, m) {
   m.def("get_num_threads", &encore::get_num_threads);
   m.def("runtime_info", &encore::runtime_info, "ISA, kernel table, GEMM engine and threads in use");
   m.def("manual_seed", &nn::manual_seed, py::arg("seed"));
+
+  bind_models(m);
 
   py::module_ mnn = m.def_submodule("nn", "torch.nn-compatible Transformer modules on numpy arrays");
 

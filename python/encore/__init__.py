@@ -1,5 +1,5 @@
 """encore: a C++ Transformer encoder engine. `encore.nn` is a numpy twin of torch.nn's Transformer modules."""
-from ._encore import Error, get_num_threads, manual_seed, runtime_info, set_num_threads
+from ._encore import AutoModel, Error, get_num_threads, manual_seed, runtime_info, set_num_threads
 from . import nn
 
-__all__ = ["Error", "get_num_threads", "manual_seed", "runtime_info", "set_num_threads", "nn"]
+__all__ = ["AutoModel", "Error", "get_num_threads", "manual_seed", "runtime_info", "set_num_threads", "nn"]

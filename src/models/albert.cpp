@@ -35,8 +35,8 @@ class Albert : public EncoderModel {
         Tensor weights;
         x = layer.forward_batch_first(x, Tensor(), kpm, false, opt.output_attentions ? &weights : nullptr);
         if (opt.output_attentions) out.attentions.push_back(weights);
+        if (opt.output_hidden_states) out.hidden_states.push_back(x);  // per inner layer, as transformers records
       }
-      if (opt.output_hidden_states) out.hidden_states.push_back(x);
     }
     out.last_hidden_state = x;
     if (pooler)

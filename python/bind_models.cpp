@@ -1,0 +1,71 @@
+// Bindings for checkpoint-level APIs: encore.AutoModel (and, with the tokenizer, SentenceEncoder/Tokenizer).
+#include "encore/model.hpp"
+#include "numpy_convert.hpp"
+
+namespace encore_py {
+
+void bind_models(py::module_& m) {
+  py::class_<encore::AutoModel>(m, "AutoModel",
+                                "A Hugging Face encoder checkpoint directory (config.json + model.safetensors)")
+      .def_static("load", &encore::AutoModel::load, py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def_static("supported_model_types", &encore::AutoModel::supported_model_types)
+      .def(
+          "__call__",
+          [](const encore::AutoModel& self, const py::object& input_ids, const py::object& attention_mask,
+             const py::object& token_type_ids, bool output_hidden_states, bool output_attentions,
+             bool return_dict) -> py::object {
+            Tensor ids = int_tensor(input_ids, "input_ids");
+            if (ids.defined() && ids.dim() == 1) ids = ids.unsqueeze(0);
+            Tensor mask = int_tensor(attention_mask, "attention_mask");
+            Tensor types = int_tensor(token_type_ids, "token_type_ids");
+            encore::ForwardOptions opt;
+            opt.output_hidden_states = output_hidden_states;
+            opt.output_attentions = output_attentions;
+            encore::ModelOutput out;
+            {
+              py::gil_scoped_release nogil;
+              out = self.forward(ids, mask, types, opt);
+            }
+            if (!return_dict && !output_hidden_states && !output_attentions) return to_numpy(out.last_hidden_state);
+            py::dict d;
+            d["last_hidden_state"] = to_numpy(out.last_hidden_state);
+            d["pooler_output"] = to_numpy(out.pooler_output);
+            d["logits"] = to_numpy(out.logits);
+            if (output_hidden_states) {
+              py::list hs;
+              for (auto& h : out.hidden_states) hs.append(to_numpy(h));
+              d["hidden_states"] = py::tuple(hs);
+            }
+            if (output_attentions) {
+              py::list at;
+              for (auto& a : out.attentions) at.append(to_numpy(a));
+              d["attentions"] = py::tuple(at);
+            }
+            return d;
+          },
+          py::arg("input_ids"), py::arg("attention_mask") = py::none(), py::arg("token_type_ids") = py::none(),
+          py::arg("output_hidden_states") = false, py::arg("output_attentions") = false,
+          py::arg("return_dict") = false,
+          "Returns last_hidden_state (B, T, hidden); with return_dict or output_* a dict with pooler_output, logits, "
+          "hidden_states and attentions too.")
+      .def_property_readonly("config", [](const encore::AutoModel& self) {
+        const encore::ModelInfo& i = self.info();
+        py::dict d;
+        d["model_type"] = i.model_type;
+        d["architecture"] = i.architecture;
+        d["hidden_size"] = i.hidden_size;
+        d["num_hidden_layers"] = i.num_layers;
+        d["num_attention_heads"] = i.num_heads;
+        d["intermediate_size"] = i.intermediate_size;
+        d["hidden_act"] = i.hidden_act;
+        d["vocab_size"] = i.vocab_size;
+        d["max_position_embeddings"] = i.max_position_embeddings;
+        d["head"] = i.head;
+        d["num_labels"] = i.num_labels;
+        d["id2label"] = i.id2label;
+        return d;
+      })
+      .def_property_readonly("max_sequence_length", &encore::AutoModel::max_sequence_length);
+}
+
+}  // namespace encore_py
