@@ -1,0 +1,168 @@
+"""Bad checkpoints and bad inputs give a clear encore.Error naming what is wrong - never a crash or a silent
+wrong answer. Each case builds its broken input from a valid tiny BERT saved by transformers."""
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+
+import encore
+
+
+@pytest.fixture(scope="module")
+def good_dir(tmp_path_factory):
+    torch.manual_seed(0)
+    m = T.BertModel(T.BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20,
+                                 vocab_size=30, max_position_embeddings=12)).eval()
+    d = tmp_path_factory.mktemp("good")
+    m.save_pretrained(d, safe_serialization=True)
+    return str(d)
+
+
+def copy_dir(src, tmp_path, name="m"):
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def read_st(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def write_st(path, header, data, raw_header=None):
+    h = raw_header if raw_header is not None else json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def expect_error(path, *needles):
+    with pytest.raises(encore.Error) as e:
+        encore.AutoModel.load(str(path))
+    msg = str(e.value)
+    for n in needles:
+        assert n in msg, f"error message {msg!r} lacks {n!r}"
+
+
+def test_good_model_loads(good_dir):
+    m = encore.AutoModel.load(good_dir)
+    out = m(np.array([[2, 5, 7]]), np.array([[1, 1, 1]]))
+    assert out.shape == (1, 3, 16) and np.isfinite(out).all()
+
+
+def test_truncated_file(good_dir, tmp_path):
+    d = copy_dir(good_dir, tmp_path)
+    p = d / "model.safetensors"
+    raw = open(p, "rb").read()
+    open(p, "wb").write(raw[: len(raw) - 100])
+    expect_error(d, "past the data section")
+    open(p, "wb").write(raw[:5])
+    expect_error(d, "truncated")
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda h: h.__setitem__("embeddings.word_embeddings.weight", {**h["embeddings.word_embeddings.weight"], "dtype": "F99"}), "unknown dtype"),
+    (lambda h: h.__setitem__("embeddings.word_embeddings.weight", {**h["embeddings.word_embeddings.weight"], "shape": [31, 16]}), "needs"),
+    (lambda h: h.__setitem__("embeddings.word_embeddings.weight", {**h["embeddings.word_embeddings.weight"], "shape": [-1, 16]}), "non-negative"),
+    (lambda h: h.__setitem__("embeddings.word_embeddings.weight", {**h["embeddings.word_embeddings.weight"], "data_offsets": [10, 5]}), "begin > end"),
+    (lambda h: h.__setitem__("embeddings.word_embeddings.weight", {**h["embeddings.word_embeddings.weight"], "data_offsets": [0, 2 ** 62]}), "past the data section"),
+    (lambda h: h.__setitem__("pooler.dense.bias", {**h["pooler.dense.bias"], "data_offsets": h["pooler.dense.weight"]["data_offsets"][:1] + [h["pooler.dense.weight"]["data_offsets"][0] + 64]}), "overlap"),
+])
+def test_corrupt_header_fields(good_dir, tmp_path, mutate, needle):
+    d = copy_dir(good_dir, tmp_path)
+    header, data = read_st(d / "model.safetensors")
+    mutate(header)
+    write_st(d / "model.safetensors", header, data)
+    expect_error(d, needle)
+
+
+def test_header_not_json_and_duplicates(good_dir, tmp_path):
+    d = copy_dir(good_dir, tmp_path)
+    header, data = read_st(d / "model.safetensors")
+    write_st(d / "model.safetensors", None, data, raw_header=b"{not json" + b" " * 20)
+    expect_error(d, "not valid JSON")
+    write_st(d / "model.safetensors", None, data, raw_header=b"[1, 2, 3]")
+    expect_error(d, "not a JSON object")
+    body = json.dumps(header)[1:-1]
+    first = body.split(', "')[0]
+    write_st(d / "model.safetensors", None, data, raw_header=("{" + first + ", " + body + "}").encode())
+    expect_error(d, "duplicate tensor name")
+    with open(d / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", 2 ** 40) + b"{}")
+    expect_error(d, "exceeds the 100 MB limit")
+
+
+def test_shape_disagrees_with_config(good_dir, tmp_path):
+    d = copy_dir(good_dir, tmp_path)
+    cfg = json.load(open(d / "config.json"))
+    cfg["intermediate_size"] = 24
+    json.dump(cfg, open(d / "config.json", "w"))
+    expect_error(d, "encoder.layer.0.intermediate.dense.weight", "(20, 16)", "(24, 16)")
+
+
+def test_missing_tensors_are_listed(good_dir, tmp_path):
+    d = copy_dir(good_dir, tmp_path)
+    header, data = read_st(d / "model.safetensors")
+    del header["encoder.layer.0.output.dense.weight"]
+    del header["embeddings.LayerNorm.bias"]
+    write_st(d / "model.safetensors", header, data)
+    expect_error(d, "missing 2 tensor(s)", "encoder.layer.0.output.dense.weight", "embeddings.LayerNorm.bias",
+                 "never randomly initialised")
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("num_attention_heads", 3, "not divisible"),
+    ("hidden_size", 10 ** 9, "outside"),
+    ("num_hidden_layers", 0, "outside"),
+    ("hidden_act", "mish", "not supported"),
+    ("model_type", "gpt2", "supported: albert, bert"),
+    ("hidden_size", "wide", "must be an integer"),
+])
+def test_impossible_configs(good_dir, tmp_path, field, value, needle):
+    d = copy_dir(good_dir, tmp_path)
+    cfg = json.load(open(d / "config.json"))
+    cfg[field] = value
+    json.dump(cfg, open(d / "config.json", "w"))
+    expect_error(d, needle)
+
+
+def test_pickle_refused_and_missing_files(good_dir, tmp_path):
+    d = copy_dir(good_dir, tmp_path)
+    os.rename(d / "model.safetensors", d / "pytorch_model.bin")
+    expect_error(d, "pickle", "save_pretrained")
+    os.remove(d / "pytorch_model.bin")
+    expect_error(d, "no model.safetensors")
+    expect_error(tmp_path / "nowhere", "does not exist")
+
+
+def test_sharded_index_and_traversal(good_dir, tmp_path):
+    d = copy_dir(good_dir, tmp_path)
+    header, _ = read_st(d / "model.safetensors")
+    os.rename(d / "model.safetensors", d / "model-00001-of-00001.safetensors")
+    names = [k for k in header if k != "__metadata__"]
+    index = {"metadata": {}, "weight_map": {k: "model-00001-of-00001.safetensors" for k in names}}
+    json.dump(index, open(d / "model.safetensors.index.json", "w"))
+    ref = encore.AutoModel.load(good_dir)(np.array([[1, 2, 3]]))
+    np.testing.assert_array_equal(encore.AutoModel.load(str(d))(np.array([[1, 2, 3]])), ref)
+    index["weight_map"][names[0]] = "../../etc/passwd"
+    json.dump(index, open(d / "model.safetensors.index.json", "w"))
+    expect_error(d, "outside the model directory")
+
+
+def test_bad_inputs(good_dir):
+    m = encore.AutoModel.load(good_dir)
+    with pytest.raises(encore.Error, match="exceeds max_position_embeddings"):
+        m(np.ones((1, 13), np.int64))
+    with pytest.raises(encore.Error, match="index 30 .* out of range"):
+        m(np.array([[1, 30]]))
+    with pytest.raises(encore.Error, match="empty input"):
+        m(np.zeros((1, 0), np.int64))
+    with pytest.raises(encore.Error, match="attention_mask"):
+        m(np.ones((2, 3), np.int64), np.ones((2, 4), np.int64))
+    with pytest.raises(encore.Error, match="integer dtype"):
+        m(np.ones((1, 3), np.float32))
