@@ -1,0 +1,63 @@
+// encore::SentenceEncoder - a sentence-transformers model directory (modules.json: Transformer, Pooling,
+// Dense, Normalize) as one object that turns texts into embeddings, with the numbers sentence-transformers gives.
+//
+//   encore::SentenceEncoder enc = encore::SentenceEncoder::load("/path/to/all-MiniLM-L6-v2");
+//   encore::Tensor emb = enc.encode({"A man is eating food.", "Someone is eating."});   // (2, 384) float32
+//
+// A plain Hugging Face encoder directory (no modules.json) is read as Transformer + mean pooling.
+// Texts are tokenized as sentence-transformers does: truncated to max_seq_length (sentence_bert_config.json,
+// else the model's limit) and padded per batch. Batches are formed from texts sorted by length, and the
+// results returned in input order. Thread safety: encode() is const and may run concurrently.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "encore/model.hpp"
+#include "encore/tensor.hpp"
+#include "encore/tokenizer.hpp"
+
+namespace encore {
+
+struct EncodeOptions {
+  int64_t batch_size = 32;
+  std::optional<bool> normalize;  // unset: what the pipeline says (a Normalize module)
+  bool truncate = true;           // false: a text longer than max_seq_length is an error
+  std::function<void(int64_t done, int64_t total)> progress;  // called after each batch
+};
+
+struct PoolingConfig {
+  std::vector<std::string> modes = {"mean"};  // cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken
+  bool include_prompt = true;
+};
+
+class SentenceEncoder {
+ public:
+  static SentenceEncoder load(const std::string& model_dir);
+
+  Tensor encode(const std::vector<std::string>& texts, const EncodeOptions& options = {}) const;  // (n, dimension)
+
+  int64_t dimension() const;
+  int64_t max_seq_length() const;
+  void set_max_seq_length(int64_t length);  // at most the model's limit
+  bool normalizes() const;                  // the pipeline ends with Normalize
+  const PoolingConfig& pooling() const;
+  const Tokenizer& tokenizer() const;
+  const AutoModel& model() const;
+  std::string describe() const;  // one line per module
+
+  struct Impl;
+
+ private:
+  explicit SentenceEncoder(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+// Pools token embeddings x (B, T, C) under attention_mask (B, T) int64 by each mode, concatenated in order:
+// (B, C * modes). Exactly sentence-transformers' Pooling (padding on either side).
+Tensor pool_tokens(const Tensor& x, const Tensor& attention_mask, const PoolingConfig& config, int64_t prompt_length = 0);
+
+}  // namespace encore

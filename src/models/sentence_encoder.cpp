@@ -1,0 +1,275 @@
+// The sentence-transformers pipeline: modules.json names the modules in order; each is read from its folder.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <utf8proc.h>
+
+#include "encore/sentence_encoder.hpp"
+#include "io/safetensors.hpp"
+#include "ops/ops.hpp"
+
+namespace encore {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+Json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  ENCORE_CHECK(in.good(), "cannot read '", p.string(), "'");
+  try {
+    return Json::parse(in);
+  } catch (const Json::exception& e) {
+    throw Error(detail::concat("'", p.string(), "' is not valid JSON: ", e.what()));
+  }
+}
+
+// Python's str.lower() per code point (sentence_bert_config.json's do_lower_case); invalid UTF-8 is left as is.
+std::string unicode_lower(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
+  utf8proc_ssize_t i = 0, n = static_cast<utf8proc_ssize_t>(s.size());
+  while (i < n) {
+    utf8proc_int32_t cp;
+    const utf8proc_ssize_t len = utf8proc_iterate(p + i, n - i, &cp);
+    if (len <= 0) {
+      out.push_back(s[i++]);
+      continue;
+    }
+    utf8proc_uint8_t buf[4];
+    const utf8proc_ssize_t w = utf8proc_encode_char(utf8proc_tolower(cp), buf);
+    out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(w));
+    i += len;
+  }
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+struct DenseModule {
+  Tensor weight, bias;
+  kernels::Act act = kernels::Act::none;
+};
+
+kernels::Act dense_activation(const std::string& name, const std::string& where) {
+  if (name.empty() || ends_with(name, ".Identity")) return kernels::Act::none;
+  if (ends_with(name, ".Tanh")) return kernels::Act::tanh;
+  if (ends_with(name, ".ReLU")) return kernels::Act::relu;
+  if (ends_with(name, ".GELU")) return kernels::Act::gelu_erf;
+  if (ends_with(name, ".SiLU")) return kernels::Act::silu;
+  throw Error(where + ": activation_function '" + name + "' is not supported (Identity, Tanh, ReLU, GELU, SiLU)");
+}
+
+PoolingConfig read_pooling(const fs::path& dir) {
+  const Json j = read_json(dir / "config.json");
+  PoolingConfig p;
+  p.modes.clear();
+  if (j.contains("pooling_mode")) {  // sentence-transformers >= 6: a mode or a list of modes
+    const Json& m = j["pooling_mode"];
+    if (m.is_string()) p.modes.push_back(m.get<std::string>());
+    if (m.is_array())
+      for (auto& x : m) p.modes.push_back(x.get<std::string>());
+  } else {  // legacy boolean keys, in sentence-transformers' order
+    static const std::pair<const char*, const char*> legacy[] = {
+        {"pooling_mode_cls_token", "cls"},          {"pooling_mode_max_tokens", "max"},
+        {"pooling_mode_mean_tokens", "mean"},       {"pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len_tokens"},
+        {"pooling_mode_weightedmean_tokens", "weightedmean"}, {"pooling_mode_lasttoken", "lasttoken"}};
+    for (auto& [key, mode] : legacy)
+      if (j.value(key, false)) p.modes.push_back(mode);
+  }
+  if (p.modes.empty()) p.modes.push_back("mean");
+  p.include_prompt = j.value("include_prompt", true);
+  return p;
+}
+
+}  // namespace
+
+struct SentenceEncoder::Impl {
+  std::string dir;
+  std::shared_ptr<AutoModel> model;
+  std::shared_ptr<Tokenizer> tokenizer;        // truncates to max_seq_length, no padding
+  std::shared_ptr<Tokenizer> tokenizer_whole;  // no truncation: to report over-long texts when truncate=false
+  PoolingConfig pooling;
+  std::vector<DenseModule> dense;
+  bool normalize = false;
+  bool do_lower_case = false;
+  int64_t max_seq_length = 512;
+  int64_t dimension = 0;
+  std::vector<std::string> description;
+};
+
+SentenceEncoder::SentenceEncoder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SentenceEncoder SentenceEncoder::load(const std::string& model_dir) {
+  auto impl = std::make_shared<Impl>();
+  impl->dir = model_dir;
+  const fs::path root(model_dir);
+  ENCORE_CHECK(fs::is_directory(root), "model directory '", model_dir, "' does not exist");
+  std::vector<std::pair<std::string, fs::path>> modules;  // (type, folder)
+  if (fs::exists(root / "modules.json")) {
+    const Json mj = read_json(root / "modules.json");
+    ENCORE_CHECK(mj.is_array(), "'", (root / "modules.json").string(), "' is not a list of modules");
+    for (auto& m : mj) {
+      ENCORE_CHECK(m.is_object() && m.contains("type") && m["type"].is_string(), "'",
+                   (root / "modules.json").string(), "': a module has no type");
+      const std::string path = m.value("path", std::string());
+      ENCORE_CHECK(path.find("..") == std::string::npos && (path.empty() || path[0] != '/'), "modules.json: path '",
+                   path, "' leaves the model directory");
+      modules.emplace_back(m["type"].get<std::string>(), root / path);
+    }
+  } else {
+    modules = {{"sentence_transformers.models.Transformer", root}, {"sentence_transformers.models.Pooling", fs::path()}};
+  }
+  for (auto& [type, dir] : modules) {
+    if (ends_with(type, ".Transformer")) {
+      ENCORE_CHECK(!impl->model, "modules.json: more than one Transformer module");
+      impl->model = std::make_shared<AutoModel>(AutoModel::load(dir.string()));
+      impl->tokenizer = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
+      impl->tokenizer_whole = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
+      impl->tokenizer->set_padding(std::nullopt);
+      impl->tokenizer_whole->set_padding(std::nullopt);
+      impl->tokenizer_whole->set_truncation(std::nullopt);
+      impl->max_seq_length = impl->model->max_sequence_length();
+      if (fs::exists(dir / "sentence_bert_config.json")) {
+        const Json sb = read_json(dir / "sentence_bert_config.json");
+        if (sb.contains("max_seq_length") && sb["max_seq_length"].is_number_integer())
+          impl->max_seq_length = std::min<int64_t>(impl->max_seq_length, sb["max_seq_length"].get<int64_t>());
+        impl->do_lower_case = sb.value("do_lower_case", false);
+      }
+      impl->dimension = impl->model->info().hidden_size;
+      impl->description.push_back("Transformer: " + impl->model->info().model_type + ", hidden " +
+                                  std::to_string(impl->dimension) + ", max_seq_length " +
+                                  std::to_string(impl->max_seq_length));
+    } else if (ends_with(type, ".Pooling")) {
+      ENCORE_CHECK(impl->model, "modules.json: Pooling before the Transformer module");
+      if (!dir.empty() && fs::exists(dir / "config.json")) impl->pooling = read_pooling(dir);
+      impl->dimension *= static_cast<int64_t>(impl->pooling.modes.size());
+      std::string modes;
+      for (auto& m : impl->pooling.modes) modes += (modes.empty() ? "" : "+") + m;
+      impl->description.push_back("Pooling: " + modes + ", dimension " + std::to_string(impl->dimension));
+    } else if (ends_with(type, ".Dense")) {
+      const Json cfg = read_json(dir / "config.json");
+      const int64_t in = cfg.at("in_features").get<int64_t>(), out = cfg.at("out_features").get<int64_t>();
+      ENCORE_CHECK(in == impl->dimension, "Dense module '", dir.string(), "': in_features ", in,
+                   " does not match the incoming dimension ", impl->dimension);
+      ENCORE_CHECK(!fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "model.safetensors"), "Dense module '",
+                   dir.string(), "' only has pytorch_model.bin (a pickle, never loaded); re-save it with safetensors");
+      io::WeightStore w = io::WeightStore::open_file((dir / "model.safetensors").string());
+      DenseModule d;
+      d.weight = w.get_f32("linear.weight");
+      check_shape(d.weight, "Dense linear.weight", {out, in});
+      if (cfg.value("bias", true)) {
+        d.bias = w.get_f32("linear.bias");
+        check_shape(d.bias, "Dense linear.bias", {out});
+      }
+      d.act = dense_activation(cfg.value("activation_function", std::string()), dir.string());
+      impl->dense.push_back(d);
+      impl->dimension = out;
+      impl->description.push_back("Dense: " + std::to_string(in) + " -> " + std::to_string(out) + ", " +
+                                  cfg.value("activation_function", std::string("identity")));
+    } else if (ends_with(type, ".Normalize")) {
+      impl->normalize = true;
+      impl->description.push_back("Normalize: L2");
+    } else {
+      throw Error("modules.json in '" + model_dir + "': module type '" + type +
+                  "' is not supported (Transformer, Pooling, Dense, Normalize)");
+    }
+  }
+  ENCORE_CHECK(impl->model, "'", model_dir, "' has no Transformer module");
+  SentenceEncoder enc(impl);
+  enc.set_max_seq_length(impl->max_seq_length);
+  return enc;
+}
+
+Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const EncodeOptions& opt) const {
+  const Impl& m = *impl_;
+  ENCORE_CHECK(opt.batch_size > 0, "batch_size must be positive, got ", opt.batch_size);
+  const int64_t n = static_cast<int64_t>(texts.size());
+  Tensor result = Tensor::zeros({n, m.dimension});
+  if (n == 0) return result;
+  const bool normalize = opt.normalize.value_or(m.normalize);
+
+  // Tokenize everything once (truncated, unpadded), then batch by length so padding is minimal.
+  std::vector<Encoding> encodings(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string text = m.do_lower_case ? unicode_lower(texts[i]) : texts[i];
+    if (!opt.truncate) {
+      const size_t length = m.tokenizer_whole->encode(text, true).size();
+      ENCORE_CHECK(static_cast<int64_t>(length) <= m.max_seq_length, "text ", i, " is ", length,
+                   " tokens long, more than max_seq_length ", m.max_seq_length, " (truncation is off)");
+    }
+    encodings[i] = m.tokenizer->encode(text, true);
+  }
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return encodings[a].size() > encodings[b].size(); });
+
+  // The pad id only fills masked positions; it matters for RoBERTa-style position ids, which count non-pad ids.
+  const int64_t pad_id = m.model->info().pad_token_id;
+  for (int64_t start = 0; start < n; start += opt.batch_size) {
+    const int64_t B = std::min(opt.batch_size, n - start);
+    int64_t T = 1;
+    for (int64_t i = 0; i < B; ++i) T = std::max<int64_t>(T, encodings[order[start + i]].size());
+    Tensor ids = Tensor::empty({B, T}, DType::i64);
+    Tensor mask = Tensor::zeros({B, T}, DType::i64), types = Tensor::zeros({B, T}, DType::i64);
+    int64_t* pi = ids.data<int64_t>();
+    int64_t* pm = mask.data<int64_t>();
+    int64_t* pt = types.data<int64_t>();
+    for (int64_t i = 0; i < B; ++i) {
+      const Encoding& e = encodings[order[start + i]];
+      for (int64_t t = 0; t < T; ++t) {
+        const bool real = t < static_cast<int64_t>(e.size());
+        pi[i * T + t] = real ? e.ids[t] : pad_id;
+        pm[i * T + t] = real ? 1 : 0;
+        pt[i * T + t] = real && t < static_cast<int64_t>(e.type_ids.size()) ? e.type_ids[t] : 0;
+      }
+    }
+    ForwardOptions fo;
+    fo.compute_logits = false;
+    ModelOutput out = m.model->forward(ids, mask, types, fo);
+    Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
+    for (const auto& d : m.dense) emb = ops::linear_forward(emb, d.weight, d.bias, d.act);
+    const int64_t C = emb.size(1);
+    for (int64_t i = 0; i < B; ++i) {
+      const float* src = emb.data<float>() + i * C;
+      float* dst = result.data<float>() + order[start + i] * C;
+      double norm = 0;
+      if (normalize) {  // x / max(||x||, 1e-12), as torch.nn.functional.normalize
+        for (int64_t c = 0; c < C; ++c) norm += static_cast<double>(src[c]) * src[c];
+        norm = std::max(std::sqrt(norm), 1e-12);
+      }
+      for (int64_t c = 0; c < C; ++c) dst[c] = normalize ? static_cast<float>(src[c] / norm) : src[c];
+    }
+    if (opt.progress) opt.progress(start + B, n);
+  }
+  return result;
+}
+
+int64_t SentenceEncoder::dimension() const { return impl_->dimension; }
+int64_t SentenceEncoder::max_seq_length() const { return impl_->max_seq_length; }
+void SentenceEncoder::set_max_seq_length(int64_t length) {
+  ENCORE_CHECK(length > 0 && length <= impl_->model->max_sequence_length(), "max_seq_length ", length,
+               " must be in [1, ", impl_->model->max_sequence_length(), "]");
+  impl_->max_seq_length = length;
+  TruncationOptions t;
+  t.max_length = length;
+  impl_->tokenizer->set_truncation(t);
+}
+bool SentenceEncoder::normalizes() const { return impl_->normalize; }
+const PoolingConfig& SentenceEncoder::pooling() const { return impl_->pooling; }
+const Tokenizer& SentenceEncoder::tokenizer() const { return *impl_->tokenizer; }
+const AutoModel& SentenceEncoder::model() const { return *impl_->model; }
+std::string SentenceEncoder::describe() const {
+  std::string s;
+  for (auto& d : impl_->description) s += d + "\n";
+  return s;
+}
+
+}  // namespace encore
