@@ -2,4 +2,10 @@
 from ._encore import AutoModel, Error, get_num_threads, manual_seed, runtime_info, set_num_threads
 from . import nn
 
-__all__ = ["AutoModel", "Error", "get_num_threads", "manual_seed", "runtime_info", "set_num_threads", "nn"]
+try:  # present when built with the tokenizer (the default)
+    from ._encore import Encoding, SentenceEncoder, Tokenizer  # noqa: F401
+    __all__ = ["Encoding", "SentenceEncoder", "Tokenizer"]
+except ImportError:
+    __all__ = []
+
+__all__ += ["AutoModel", "Error", "get_num_threads", "manual_seed", "runtime_info", "set_num_threads", "nn"]

@@ -1,0 +1,147 @@
+// Bindings for the text-level APIs: encore.Tokenizer (Hugging Face tokenizers' Encoding shape, character
+// offsets) and encore.SentenceEncoder (sentence-transformers' encode()).
+#include "encore/sentence_encoder.hpp"
+#include "encore/tokenizer.hpp"
+#include "numpy_convert.hpp"
+
+namespace encore_py {
+
+namespace {
+
+// Byte offsets -> character offsets, per member of a pair (offsets index each sequence's own text).
+void to_char_offsets(encore::Encoding& e, std::string_view first, std::string_view second) {
+  std::vector<std::pair<int64_t, int64_t>> a, b;
+  for (size_t i = 0; i < e.size(); ++i) (e.sequence_ids.size() > i && e.sequence_ids[i] == 1 ? b : a).push_back(e.offsets[i]);
+  a = encore::Tokenizer::char_offsets(first, a);
+  b = encore::Tokenizer::char_offsets(second, b);
+  size_t ia = 0, ib = 0;
+  for (size_t i = 0; i < e.size(); ++i) e.offsets[i] = (e.sequence_ids.size() > i && e.sequence_ids[i] == 1) ? b[ib++] : a[ia++];
+}
+
+py::object encode_python(const encore::SentenceEncoder& self, const py::object& sentences, int64_t batch_size,
+                         const py::object& normalize_embeddings, bool truncate) {
+  const bool single = py::isinstance<py::str>(sentences);
+  std::vector<std::string> texts;
+  if (single) {
+    texts.push_back(sentences.cast<std::string>());
+  } else {
+    for (auto item : sentences) {
+      if (!py::isinstance<py::str>(item))
+        throw encore::Error("encode: every sentence must be a str, got " +
+                            py::str(py::type::of(item).attr("__name__")).cast<std::string>());
+      texts.push_back(item.cast<std::string>());
+    }
+  }
+  encore::EncodeOptions opt;
+  opt.batch_size = batch_size;
+  if (!normalize_embeddings.is_none()) opt.normalize = normalize_embeddings.cast<bool>();
+  opt.truncate = truncate;
+  Tensor out;
+  {
+    py::gil_scoped_release nogil;
+    out = self.encode(texts, opt);
+  }
+  py::object arr = to_numpy(out);
+  return single ? arr.attr("__getitem__")(0) : arr;
+}
+
+}  // namespace
+
+void bind_text(py::module_& m) {
+  py::class_<encore::Encoding>(m, "Encoding", "One tokenized sequence (or pair), as tokenizers.Encoding")
+      .def_readonly("ids", &encore::Encoding::ids)
+      .def_readonly("type_ids", &encore::Encoding::type_ids)
+      .def_readonly("tokens", &encore::Encoding::tokens)
+      .def_readonly("offsets", &encore::Encoding::offsets, "character offsets into the text (as tokenizers)")
+      .def_readonly("attention_mask", &encore::Encoding::attention_mask)
+      .def_readonly("special_tokens_mask", &encore::Encoding::special_tokens_mask)
+      .def("__len__", &encore::Encoding::size)
+      .def("__repr__", [](const encore::Encoding& e) { return "Encoding(num_tokens=" + std::to_string(e.size()) + ")"; });
+
+  py::class_<encore::Tokenizer>(m, "Tokenizer", "Hugging Face tokenizer.json (or vocab.txt) pipeline in C++")
+      .def_static("load", &encore::Tokenizer::load, py::arg("path"), "a model directory")
+      .def_static("from_file", &encore::Tokenizer::from_file, py::arg("path"), "a tokenizer.json file")
+      .def(
+          "encode",
+          [](const encore::Tokenizer& self, const std::string& text, const py::object& pair, bool add_special_tokens) {
+            encore::Encoding e;
+            std::string second = pair.is_none() ? std::string() : pair.cast<std::string>();
+            {
+              py::gil_scoped_release nogil;
+              e = pair.is_none() ? self.encode(text, add_special_tokens)
+                                 : self.encode_pair(text, second, add_special_tokens);
+            }
+            to_char_offsets(e, text, second);
+            return e;
+          },
+          py::arg("sequence"), py::arg("pair") = py::none(), py::arg("add_special_tokens") = true)
+      .def(
+          "encode_batch",
+          [](const encore::Tokenizer& self, const std::vector<std::string>& texts, bool add_special_tokens) {
+            std::vector<encore::Encoding> out;
+            {
+              py::gil_scoped_release nogil;
+              out = self.encode_batch(texts, add_special_tokens);
+            }
+            for (size_t i = 0; i < out.size(); ++i) to_char_offsets(out[i], texts[i], "");
+            return out;
+          },
+          py::arg("inputs"), py::arg("add_special_tokens") = true)
+      .def("decode", &encore::Tokenizer::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
+      .def("token_to_id", &encore::Tokenizer::token_to_id, py::arg("token"))
+      .def("id_to_token", &encore::Tokenizer::id_to_token, py::arg("id"))
+      .def("get_vocab_size", &encore::Tokenizer::vocab_size)
+      .def(
+          "enable_truncation",
+          [](encore::Tokenizer& self, int64_t max_length, int64_t stride, const std::string& strategy,
+             const std::string& direction) {
+            encore::TruncationOptions t;
+            t.max_length = max_length;
+            t.stride = stride;
+            t.strategy = strategy == "only_first"    ? encore::TruncationStrategy::only_first
+                         : strategy == "only_second" ? encore::TruncationStrategy::only_second
+                                                     : encore::TruncationStrategy::longest_first;
+            if (strategy != "longest_first" && strategy != "only_first" && strategy != "only_second")
+              throw encore::Error("truncation strategy must be longest_first, only_first or only_second");
+            t.direction = direction == "left" ? encore::Side::left : encore::Side::right;
+            self.set_truncation(t);
+          },
+          py::arg("max_length"), py::arg("stride") = 0, py::arg("strategy") = "longest_first",
+          py::arg("direction") = "right")
+      .def("no_truncation", [](encore::Tokenizer& self) { self.set_truncation(std::nullopt); })
+      .def(
+          "enable_padding",
+          [](encore::Tokenizer& self, const std::string& direction, int64_t pad_id, int64_t pad_type_id,
+             const std::string& pad_token, const py::object& length, const py::object& pad_to_multiple_of) {
+            encore::PaddingOptions p;
+            p.direction = direction == "left" ? encore::Side::left : encore::Side::right;
+            p.pad_id = pad_id;
+            p.pad_type_id = pad_type_id;
+            p.pad_token = pad_token;
+            p.to_longest = length.is_none();
+            if (!length.is_none()) p.length = length.cast<int64_t>();
+            if (!pad_to_multiple_of.is_none()) p.pad_to_multiple_of = pad_to_multiple_of.cast<int64_t>();
+            self.set_padding(p);
+          },
+          py::arg("direction") = "right", py::arg("pad_id") = 0, py::arg("pad_type_id") = 0,
+          py::arg("pad_token") = "[PAD]", py::arg("length") = py::none(), py::arg("pad_to_multiple_of") = py::none())
+      .def("no_padding", [](encore::Tokenizer& self) { self.set_padding(std::nullopt); });
+
+  py::class_<encore::SentenceEncoder>(m, "SentenceEncoder",
+                                      "A sentence-transformers model directory; path=None is the default model")
+      .def(py::init([](const py::object& path) {
+             std::string dir = path.is_none() ? encore::default_model_dir() : py::str(path).cast<std::string>();
+             py::gil_scoped_release nogil;
+             return encore::SentenceEncoder::load(dir);
+           }),
+           py::arg("path") = py::none())
+      .def("encode", &encode_python, py::arg("sentences"), py::arg("batch_size") = 32,
+           py::arg("normalize_embeddings") = py::none(), py::arg("truncate") = true,
+           "float32 embeddings (n, dim), or (dim,) for a single str; normalize_embeddings=None follows the model")
+      .def("get_sentence_embedding_dimension", &encore::SentenceEncoder::dimension)
+      .def_property("max_seq_length", &encore::SentenceEncoder::max_seq_length, &encore::SentenceEncoder::set_max_seq_length)
+      .def_property_readonly("tokenizer", &encore::SentenceEncoder::tokenizer, py::return_value_policy::reference_internal)
+      .def("__repr__", [](const encore::SentenceEncoder& self) { return "SentenceEncoder(\n" + self.describe() + ")"; });
+}
+
+}  // namespace encore_py
