@@ -30,6 +30,7 @@ std::string human_bytes(int64_t bytes);
 void register_trace(CLI::App& app);
 void register_memory(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_tokenize(CLI::App& app);
 void register_embed(CLI::App& app);  // embed, similarity, info
 
 }  // namespace encore::cli

@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   encore::cli::register_trace(app);
   encore::cli::register_memory(app);
   encore::cli::register_bench(app);
+  encore::cli::register_tokenize(app);
 #ifdef ENCORE_WITH_TOKENIZER
   encore::cli::register_embed(app);
 #endif

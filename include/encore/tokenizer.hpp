@@ -67,6 +67,9 @@ class Tokenizer {
   Encoding encode_pair(std::string_view first, std::string_view second, bool add_special_tokens = true) const;
   // Encodes each text (truncated as configured) and pads the batch as configured.
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts, bool add_special_tokens = true) const;
+  // Pairs (e.g. for cross-encoders), truncated and padded as a batch like encode_batch.
+  std::vector<Encoding> encode_pair_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
+                                          bool add_special_tokens = true) const;
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = true) const;
 
   void set_truncation(std::optional<TruncationOptions> options);

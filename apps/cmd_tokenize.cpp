@@ -1,0 +1,222 @@
+// encore tokenize: encode texts with a Hugging Face tokenizer (tokenizer.json or a BERT vocab.txt directory)
+// and print one JSON object per text:
+//   {"ids": [...], "type_ids": [...], "tokens": [...], "offsets": [[b, e], ...], "attention_mask": [...],
+//    "special_tokens_mask": [...]}
+// Offsets are byte offsets into the text (into each member of a pair), or code-point offsets with
+// --char-offsets (what the Python `tokenizers` library reports).
+//
+//   encore tokenize "Hello world!" --tokenizer path/to/model_dir
+//   encore tokenize --jsonl-in texts.jsonl --tokenizer tokenizer.json --no-padding --char-offsets
+// --jsonl-in lines are a JSON string, a [first, second] pair, or {"text": ..., "pair": ...}.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/common.hpp"
+#include "encore/error.hpp"
+#include "encore/tokenizer.hpp"
+
+namespace encore::cli {
+
+namespace {
+
+struct TokenizeOptions {
+  std::vector<std::string> texts;
+  std::string tokenizer;
+  std::string jsonl_in;
+  std::string text_file;
+  bool pair = false;
+  bool no_special = false;
+  bool char_offsets = false;
+  bool batch = false;
+  bool no_truncation = false;
+  bool no_padding = false;
+  int64_t max_length = -1;
+  std::string strategy;
+  std::string truncation_side;
+  std::string padding;  // "longest" or a length
+  int64_t pad_to_multiple_of = -1;
+  std::string padding_side;
+  bool decode = false;
+};
+
+struct Input {
+  std::string first;
+  std::optional<std::string> second;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("tokenize: cannot open " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<Input> read_inputs(const TokenizeOptions& o) {
+  std::vector<Input> in;
+  if (o.pair) {
+    if (o.texts.size() % 2) throw Error("tokenize --pair: give texts two by two (first second first second ...)");
+    for (size_t i = 0; i < o.texts.size(); i += 2) in.push_back({o.texts[i], o.texts[i + 1]});
+  } else {
+    for (const auto& t : o.texts) in.push_back({t, std::nullopt});
+  }
+  if (!o.text_file.empty()) in.push_back({read_all(o.text_file), std::nullopt});
+  if (!o.jsonl_in.empty()) {
+    std::istringstream lines(read_all(o.jsonl_in));
+    std::string line;
+    size_t n = 0;
+    while (std::getline(lines, line)) {
+      ++n;
+      if (line.empty()) continue;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw Error(detail::concat(o.jsonl_in, ":", n, ": not valid JSON: ", e.what()));
+      }
+      if (j.is_string()) {
+        in.push_back({j.get<std::string>(), std::nullopt});
+      } else if (j.is_array() && j.size() == 2 && j[0].is_string() && j[1].is_string()) {
+        in.push_back({j[0].get<std::string>(), j[1].get<std::string>()});
+      } else if (j.is_object() && j.contains("text") && j["text"].is_string()) {
+        std::optional<std::string> second;
+        if (j.contains("pair") && j["pair"].is_string()) second = j["pair"].get<std::string>();
+        in.push_back({j["text"].get<std::string>(), second});
+      } else {
+        throw Error(detail::concat(o.jsonl_in, ":", n, ": expected a string, [first, second] or {\"text\": ...}"));
+      }
+    }
+  }
+  return in;
+}
+
+Tokenizer load_tokenizer(const TokenizeOptions& o) {
+  if (!o.tokenizer.empty()) return Tokenizer::load(o.tokenizer);
+  if (const char* env = std::getenv("ENCORE_MODEL"); env && *env) return Tokenizer::load(env);
+  throw Error(
+      "tokenize: no tokenizer given: pass --tokenizer PATH (a tokenizer.json, or a model directory with "
+      "tokenizer.json or vocab.txt) or set ENCORE_MODEL to a model directory");
+}
+
+void configure(Tokenizer& tok, const TokenizeOptions& o) {
+  if (o.no_truncation) tok.set_truncation(std::nullopt);
+  if (o.max_length >= 0 || !o.strategy.empty() || !o.truncation_side.empty()) {
+    TruncationOptions t = tok.truncation().value_or(TruncationOptions{});
+    if (o.max_length >= 0) t.max_length = o.max_length;
+    if (o.strategy == "longest_first") t.strategy = TruncationStrategy::longest_first;
+    if (o.strategy == "only_first") t.strategy = TruncationStrategy::only_first;
+    if (o.strategy == "only_second") t.strategy = TruncationStrategy::only_second;
+    if (!o.truncation_side.empty()) t.direction = o.truncation_side == "left" ? Side::left : Side::right;
+    tok.set_truncation(t);
+  }
+  if (o.no_padding) tok.set_padding(std::nullopt);
+  if (!o.padding.empty() || o.pad_to_multiple_of >= 0 || !o.padding_side.empty()) {
+    PaddingOptions p = tok.padding().value_or(PaddingOptions{});
+    if (!p.pad_token.empty() && !tok.padding()) {
+      // new padding: take the pad token from the vocabulary when it has [PAD] or <pad>
+      for (const char* cand : {"[PAD]", "<pad>"})
+        if (auto id = tok.token_to_id(cand)) {
+          p.pad_token = cand;
+          p.pad_id = *id;
+          break;
+        }
+    }
+    if (o.padding == "longest") {
+      p.to_longest = true;
+    } else if (!o.padding.empty()) {
+      p.to_longest = false;
+      try {
+        p.length = std::stoll(o.padding);
+      } catch (const std::exception&) {
+        throw Error("tokenize --padding: expected \"longest\" or a length, got \"" + o.padding + "\"");
+      }
+    }
+    if (o.pad_to_multiple_of >= 0) p.pad_to_multiple_of = o.pad_to_multiple_of;
+    if (!o.padding_side.empty()) p.direction = o.padding_side == "left" ? Side::left : Side::right;
+    tok.set_padding(p);
+  }
+}
+
+nlohmann::json to_json(const Encoding& e, const Input& in, bool char_offsets) {
+  nlohmann::json offsets = nlohmann::json::array();
+  std::vector<std::pair<int64_t, int64_t>> offs = e.offsets;
+  if (char_offsets) {
+    // offsets index the sequence each token came from
+    std::vector<std::pair<int64_t, int64_t>> a, b;
+    for (size_t i = 0; i < e.size(); ++i) (e.sequence_ids[i] == 1 ? b : a).push_back(e.offsets[i]);
+    a = Tokenizer::char_offsets(in.first, a);
+    if (in.second) b = Tokenizer::char_offsets(*in.second, b);
+    size_t ia = 0, ib = 0;
+    for (size_t i = 0; i < e.size(); ++i) offs[i] = e.sequence_ids[i] == 1 ? b[ib++] : a[ia++];
+  }
+  for (const auto& [b, en] : offs) offsets.push_back({b, en});
+  return {{"ids", e.ids},
+          {"type_ids", e.type_ids},
+          {"tokens", e.tokens},
+          {"offsets", offsets},
+          {"attention_mask", e.attention_mask},
+          {"special_tokens_mask", e.special_tokens_mask},
+          {"sequence_ids", e.sequence_ids}};
+}
+
+}  // namespace
+
+void register_tokenize(CLI::App& app) {
+  auto* cmd = app.add_subcommand("tokenize", "encode texts with a Hugging Face tokenizer, one JSON line per text");
+  static TokenizeOptions o;
+  cmd->add_option("texts", o.texts, "texts to encode (pairs with --pair)");
+  cmd->add_option("--tokenizer,--model", o.tokenizer,
+                  "tokenizer.json, or a model directory (tokenizer.json, else vocab.txt); default: $ENCORE_MODEL");
+  cmd->add_option("--jsonl-in", o.jsonl_in, "file of JSON lines: \"text\", [first, second] or {\"text\", \"pair\"}");
+  cmd->add_option("--text-file", o.text_file, "encode this file's raw bytes as one text (any bytes, even invalid UTF-8)");
+  cmd->add_flag("--pair", o.pair, "positional texts are pairs: first second first second ...");
+  cmd->add_flag("--no-special-tokens", o.no_special, "do not add [CLS]/[SEP]-style special tokens");
+  cmd->add_flag("--char-offsets", o.char_offsets, "offsets in code points instead of bytes");
+  cmd->add_flag("--batch", o.batch, "pad all texts as one batch (padding to the longest applies across texts)");
+  cmd->add_flag("--no-truncation", o.no_truncation, "ignore the tokenizer's truncation settings");
+  cmd->add_flag("--no-padding", o.no_padding, "ignore the tokenizer's padding settings");
+  cmd->add_option("--max-length", o.max_length, "truncate to this many tokens (special tokens included)");
+  cmd->add_option("--truncation-strategy", o.strategy, "longest_first, only_first or only_second")
+      ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
+  cmd->add_option("--truncation-side", o.truncation_side, "right or left")->check(CLI::IsMember({"right", "left"}));
+  cmd->add_option("--padding", o.padding, "\"longest\" or a fixed length");
+  cmd->add_option("--pad-to-multiple-of", o.pad_to_multiple_of, "round padded lengths up to a multiple of this");
+  cmd->add_option("--padding-side", o.padding_side, "right or left")->check(CLI::IsMember({"right", "left"}));
+  cmd->add_flag("--decode", o.decode, "also print \"decoded\": the text decoded back from the ids");
+  cmd->callback([] {
+    Tokenizer tok = load_tokenizer(o);
+    configure(tok, o);
+    const std::vector<Input> inputs = read_inputs(o);
+    const bool add_special = !o.no_special;
+    std::vector<Encoding> encs;
+    if (o.batch) {
+      std::vector<std::string> singles;
+      std::vector<std::pair<std::string, std::string>> pairs;
+      for (const Input& in : inputs) {
+        if (in.second)
+          pairs.emplace_back(in.first, *in.second);
+        else
+          singles.push_back(in.first);
+      }
+      if (!singles.empty() && !pairs.empty()) throw Error("tokenize --batch: do not mix single texts and pairs");
+      encs = pairs.empty() ? tok.encode_batch(singles, add_special) : tok.encode_pair_batch(pairs, add_special);
+    } else {
+      for (const Input& in : inputs)
+        encs.push_back(in.second ? tok.encode_pair(in.first, *in.second, add_special) : tok.encode(in.first, add_special));
+    }
+    std::string out;
+    for (size_t i = 0; i < encs.size(); ++i) {
+      nlohmann::json j = to_json(encs[i], inputs[i], o.char_offsets);
+      if (o.decode) j["decoded"] = tok.decode(encs[i].ids);
+      out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      out += '\n';
+    }
+    std::cout << out;
+  });
+}
+
+}  // namespace encore::cli

@@ -1,0 +1,123 @@
+// The pipeline stages of a tokenizer.json, as interfaces, and the factories that build them from JSON:
+//   text -> [added tokens split off] -> Normalizer -> PreTokenizer -> Model -> PostProcessor -> Encoding
+//   ids  -> tokens -> Decoder -> text
+// Each factory takes the JSON object and its JSON path ("model", "normalizer.normalizers[2]") so errors can
+// say exactly where a tokenizer.json is wrong. All components are immutable after construction, so a
+// Tokenizer can encode from many threads.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "encore/tokenizer.hpp"
+#include "tokenizer/normalized_string.hpp"
+
+namespace encore::tok {
+
+using json = nlohmann::json;
+
+struct Token {
+  int64_t id = 0;
+  std::string value;
+  Offsets offsets;  // bytes of the string the model was given (normalized split), then of the original input
+};
+
+// A normalized input cut into splits; a split holding tokens (an added token) is final.
+struct Split {
+  NormalizedString normalized;
+  std::optional<std::vector<Token>> tokens;
+};
+
+struct PreTokenizedString {
+  std::vector<Split> splits;
+  // Replaces every split that has no tokens by the non-empty pieces f returns.
+  template <class F>
+  void split(F&& f) {
+    std::vector<Split> out;
+    out.reserve(splits.size());
+    size_t index = 0;
+    for (Split& s : splits) {
+      if (s.tokens) {
+        out.push_back(std::move(s));
+        continue;
+      }
+      for (NormalizedString& piece : f(index++, std::move(s.normalized)))
+        if (!piece.empty()) out.push_back(Split{std::move(piece), std::nullopt});
+    }
+    splits = std::move(out);
+  }
+  template <class F>
+  void normalize(F&& f) {
+    for (Split& s : splits)
+      if (!s.tokens) f(s.normalized);
+  }
+};
+
+class Normalizer {
+ public:
+  virtual ~Normalizer() = default;
+  virtual void normalize(NormalizedString& s) const = 0;
+};
+
+class PreTokenizer {
+ public:
+  virtual ~PreTokenizer() = default;
+  virtual void pre_tokenize(PreTokenizedString& p) const = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Tokens of one pre-tokenized word; offsets are bytes of `word`.
+  virtual std::vector<Token> tokenize(std::string_view word) const = 0;
+  virtual std::optional<int64_t> token_to_id(std::string_view token) const = 0;
+  virtual std::optional<std::string> id_to_token(int64_t id) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual std::string type() const = 0;
+};
+
+class PostProcessor {
+ public:
+  virtual ~PostProcessor() = default;
+  virtual int64_t added_tokens(bool is_pair) const = 0;
+  // Transforms the list of (1 or 2) encodings in place; the caller concatenates them afterwards.
+  virtual void process_encodings(std::vector<Encoding>& encodings, bool add_special_tokens) const = 0;
+};
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual std::vector<std::string> decode_chain(std::vector<std::string> tokens) const = 0;
+};
+
+std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& path);
+std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::string& path);
+std::unique_ptr<Model> make_model(const json& j, const std::string& path);
+std::unique_ptr<PostProcessor> make_post_processor(const json& j, const std::string& path);
+std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& path);
+
+// {"String": s} (a literal) or {"Regex": r}, the pattern field of Split / Replace.
+std::shared_ptr<const Pattern> make_pattern(const json& j, const std::string& path);
+// "Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous".
+SplitBehavior make_split_behavior(const json& j, const std::string& path);
+// The Precompiled normalizer from its base64 charsmap (precompiled.cpp).
+std::unique_ptr<Normalizer> make_precompiled(const std::string& base64_charsmap, const std::string& path);
+
+// Models built directly (vocab.txt loading, tests).
+std::unique_ptr<Model> make_wordpiece(std::vector<std::string> vocab, std::string unk_token,
+                                      std::string continuing_subword_prefix, size_t max_input_chars_per_word);
+
+// The byte <-> printable-char map of GPT-2's byte-level BPE.
+char32_t byte_to_char(uint8_t b);
+// -1 when c is not one of the 256 byte chars.
+int char_to_byte(char32_t c);
+
+// Trims the whitespace (or byte-level space 'Ġ') a token's offsets cover (ByteLevel/Roberta processors).
+void trim_byte_level_offsets(Encoding& e, bool add_prefix_space);
+
+}  // namespace encore::tok

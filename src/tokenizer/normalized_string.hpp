@@ -1,0 +1,121 @@
+// NormalizedString: a normalized UTF-8 string that remembers, for each of its bytes, the byte range of the
+// original input it came from, so token offsets can be reported in the input's bytes. It is the C++ twin of
+// HF tokenizers' NormalizedString (same transform/filter/prepend/replace/split semantics, hence the same
+// offsets), with one simplification: alignments are absolute offsets into the whole input, so a slice keeps
+// them unchanged instead of shifting them.
+//
+// Pattern: what split/replace look for. find_matches returns the whole input cut into consecutive
+// ((begin, end), is_match) byte ranges, as HF's Pattern trait does.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tokenizer/unicode.hpp"
+
+namespace encore::tok {
+
+using Offsets = std::pair<size_t, size_t>;
+using Match = std::pair<Offsets, bool>;
+
+class Pattern {
+ public:
+  virtual ~Pattern() = default;
+  virtual std::vector<Match> find_matches(std::string_view s) const = 0;
+};
+
+// Each char satisfying the predicate is one match (as HF's `Fn(char) -> bool` pattern).
+class CharPredicatePattern final : public Pattern {
+ public:
+  explicit CharPredicatePattern(std::function<bool(char32_t)> pred) : pred_(std::move(pred)) {}
+  std::vector<Match> find_matches(std::string_view s) const override;
+
+ private:
+  std::function<bool(char32_t)> pred_;
+};
+
+class Regex;  // regex.hpp
+
+// Non-overlapping leftmost matches of a regex; a literal string is a regex of its escaped text.
+class RegexPattern final : public Pattern {
+ public:
+  explicit RegexPattern(std::shared_ptr<const Regex> re) : re_(std::move(re)) {}
+  std::vector<Match> find_matches(std::string_view s) const override;
+
+ private:
+  std::shared_ptr<const Regex> re_;
+};
+
+class LiteralPattern final : public Pattern {
+ public:
+  explicit LiteralPattern(std::string lit) : lit_(std::move(lit)) {}
+  std::vector<Match> find_matches(std::string_view s) const override;
+
+ private:
+  std::string lit_;
+};
+
+class InvertPattern final : public Pattern {
+ public:
+  explicit InvertPattern(std::shared_ptr<const Pattern> p) : p_(std::move(p)) {}
+  std::vector<Match> find_matches(std::string_view s) const override;
+
+ private:
+  std::shared_ptr<const Pattern> p_;
+};
+
+enum class SplitBehavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+
+struct Alignment {
+  size_t begin, end;
+  bool operator==(const Alignment& o) const { return begin == o.begin && end == o.end; }
+};
+
+class NormalizedString {
+ public:
+  NormalizedString() = default;
+  // `input` may be any bytes: each maximal invalid UTF-8 subsequence becomes U+FFFD aligned to its bytes.
+  explicit NormalizedString(std::string_view input);
+
+  const std::string& get() const { return normalized_; }
+  size_t size() const { return normalized_.size(); }
+  bool empty() const { return normalized_.empty(); }
+  // Byte range of the original input this string covers.
+  size_t original_begin() const { return orig_begin_; }
+  size_t original_end() const { return orig_end_; }
+  const std::vector<Alignment>& alignments() const { return alignments_; }
+
+  // Normalized byte range -> original byte range (HF convert_offsets(Range::Normalized)).
+  std::optional<Offsets> to_original(Offsets normalized_range) const;
+  // A slice by normalized byte range (must be on char boundaries).
+  NormalizedString slice(Offsets normalized_range) const;
+
+  // Replaces normalized[range] by `dest` (see unicode.hpp for the change markers); `initial_offset` counts
+  // the chars removed at the very start of the range.
+  void transform_range(Offsets range, const std::vector<Change>& dest, size_t initial_offset);
+  void transform(const std::vector<Change>& dest, size_t initial_offset) {
+    transform_range({0, normalized_.size()}, dest, initial_offset);
+  }
+
+  void normalize(NormForm form);
+  void filter(const std::function<bool(char32_t)>& keep);
+  void map(const std::function<char32_t(char32_t)>& f);
+  void lowercase();
+  void prepend(std::string_view s);
+  void append(std::string_view s);
+  void replace(const Pattern& pattern, std::string_view content);
+  void lrstrip(bool left, bool right);
+  std::vector<NormalizedString> split(const Pattern& pattern, SplitBehavior behavior) const;
+
+ private:
+  std::string normalized_;
+  std::vector<Alignment> alignments_;  // one per normalized byte: original [begin, end)
+  size_t orig_begin_ = 0, orig_end_ = 0;
+};
+
+}  // namespace encore::tok

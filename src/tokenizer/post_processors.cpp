@@ -1,0 +1,294 @@
+// Post-processors: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence. They receive
+// the (1 or 2) encodings after truncation, each already tagged with its sequence id, and add special tokens
+// (offsets (0, 0), special_tokens_mask 1, sequence id -1) and type ids; the caller concatenates them.
+#include <map>
+#include <memory>
+
+#include "tokenizer/components.hpp"
+#include "tokenizer/json_util.hpp"
+
+namespace encore::tok {
+
+void trim_byte_level_offsets(Encoding& e, bool add_prefix_space) {
+  constexpr char32_t kSpace = 0x120;  // 'Ġ', the byte-level char of ' '
+  for (size_t i = 0; i < e.size(); ++i) {
+    const std::vector<char32_t> cs = is_valid_utf8(e.tokens[i]) ? to_chars(e.tokens[i]) : std::vector<char32_t>{};
+    auto space = [&](char32_t c) { return c == kSpace || is_whitespace(c); };
+    size_t leading = 0, trailing = 0;
+    while (leading < cs.size() && space(cs[leading])) ++leading;
+    while (trailing < cs.size() && space(cs[cs.size() - 1 - trailing])) ++trailing;
+    auto& [b, en] = e.offsets[i];
+    if (leading == 0 && trailing == 0) continue;
+    if (leading > 0) {
+      const bool is_first = i == 0 || b == 0;
+      // the one space ByteLevel(add_prefix_space) added to the first word is kept; more were in the text
+      if (is_first && add_prefix_space && leading == 1) leading = 0;
+      b = std::min<int64_t>(b + static_cast<int64_t>(leading), en);
+    }
+    if (trailing > 0 && en >= static_cast<int64_t>(trailing)) en = std::max<int64_t>(en - static_cast<int64_t>(trailing), b);
+  }
+}
+
+namespace {
+
+// Appends `n` special tokens.
+void push_special(Encoding& out, int64_t id, const std::string& token, int64_t type_id) {
+  out.ids.push_back(id);
+  out.type_ids.push_back(type_id);
+  out.tokens.push_back(token);
+  out.offsets.emplace_back(0, 0);
+  out.special_tokens_mask.push_back(1);
+  out.attention_mask.push_back(1);
+  out.sequence_ids.push_back(-1);
+}
+
+void append(Encoding& out, const Encoding& e) {
+  out.ids.insert(out.ids.end(), e.ids.begin(), e.ids.end());
+  out.type_ids.insert(out.type_ids.end(), e.type_ids.begin(), e.type_ids.end());
+  out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
+  out.offsets.insert(out.offsets.end(), e.offsets.begin(), e.offsets.end());
+  out.special_tokens_mask.insert(out.special_tokens_mask.end(), e.special_tokens_mask.begin(), e.special_tokens_mask.end());
+  out.attention_mask.insert(out.attention_mask.end(), e.attention_mask.begin(), e.attention_mask.end());
+  out.sequence_ids.insert(out.sequence_ids.end(), e.sequence_ids.begin(), e.sequence_ids.end());
+}
+
+void set_type_ids(Encoding& e, int64_t t) { e.type_ids.assign(e.size(), t); }
+
+std::pair<std::string, int64_t> token_and_id(const json& j, const std::string& path) {
+  if (!j.is_array() || j.size() != 2) throw Error(path + ": expected [token, id], got " + j.dump().substr(0, 80));
+  return {as_string(j[0], path + "[0]"), as_int(j[1], path + "[1]")};
+}
+
+class TemplateProcessing final : public PostProcessor {
+ public:
+  struct Piece {
+    bool is_sequence;
+    int seq;             // 0 = A, 1 = B
+    std::string special; // special token name
+    int64_t type_id;
+  };
+  struct Special {
+    std::vector<int64_t> ids;
+    std::vector<std::string> tokens;
+  };
+
+  TemplateProcessing(std::vector<Piece> single, std::vector<Piece> pair, std::map<std::string, Special> specials)
+      : single_(std::move(single)), pair_(std::move(pair)), specials_(std::move(specials)) {}
+
+  int64_t added_tokens(bool is_pair) const override {
+    int64_t n = 0;
+    for (const Piece& p : is_pair ? pair_ : single_)
+      if (!p.is_sequence) n += static_cast<int64_t>(specials_.at(p.special).ids.size());
+    return n;
+  }
+
+  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens) const override {
+    const std::vector<Piece>& tmpl = encs.size() == 2 ? pair_ : single_;
+    std::vector<Encoding> out;
+    for (const Piece& p : tmpl) {
+      if (p.is_sequence) {
+        if (static_cast<size_t>(p.seq) >= encs.size()) continue;
+        Encoding e = encs[static_cast<size_t>(p.seq)];
+        set_type_ids(e, p.type_id);
+        e.sequence_ids.assign(e.size(), p.seq);
+        out.push_back(std::move(e));
+      } else if (add_special_tokens) {
+        const Special& s = specials_.at(p.special);
+        Encoding e;
+        for (size_t k = 0; k < s.ids.size(); ++k) push_special(e, s.ids[k], s.tokens[k], p.type_id);
+        out.push_back(std::move(e));
+      }
+    }
+    encs = std::move(out);
+  }
+
+ private:
+  std::vector<Piece> single_, pair_;
+  std::map<std::string, Special> specials_;
+};
+
+class BertProcessing final : public PostProcessor {
+ public:
+  BertProcessing(std::pair<std::string, int64_t> sep, std::pair<std::string, int64_t> cls)
+      : sep_(std::move(sep)), cls_(std::move(cls)) {}
+  int64_t added_tokens(bool is_pair) const override { return is_pair ? 3 : 2; }
+  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens) const override {
+    if (!add_special_tokens) return;
+    for (size_t i = 0; i < encs.size(); ++i) {
+      Encoding e;
+      if (i == 0) push_special(e, cls_.second, cls_.first, 0);
+      append(e, encs[i]);
+      push_special(e, sep_.second, sep_.first, i == 0 ? 0 : 1);
+      encs[i] = std::move(e);
+    }
+  }
+
+ private:
+  std::pair<std::string, int64_t> sep_, cls_;
+};
+
+class RobertaProcessing final : public PostProcessor {
+ public:
+  RobertaProcessing(std::pair<std::string, int64_t> sep, std::pair<std::string, int64_t> cls, bool trim_offsets,
+                    bool add_prefix_space)
+      : sep_(std::move(sep)), cls_(std::move(cls)), trim_(trim_offsets), add_prefix_space_(add_prefix_space) {}
+  int64_t added_tokens(bool is_pair) const override { return is_pair ? 4 : 2; }
+  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens) const override {
+    for (Encoding& e : encs) {
+      if (trim_) trim_byte_level_offsets(e, add_prefix_space_);
+      set_type_ids(e, 0);  // RoBERTa: every type id is 0
+    }
+    if (!add_special_tokens) return;
+    for (size_t i = 0; i < encs.size(); ++i) {
+      Encoding e;
+      if (i == 0)
+        push_special(e, cls_.second, cls_.first, 0);
+      else
+        push_special(e, sep_.second, sep_.first, 0);
+      append(e, encs[i]);
+      push_special(e, sep_.second, sep_.first, 0);
+      encs[i] = std::move(e);
+    }
+  }
+
+ private:
+  std::pair<std::string, int64_t> sep_, cls_;
+  bool trim_, add_prefix_space_;
+};
+
+class ByteLevelProcessor final : public PostProcessor {
+ public:
+  ByteLevelProcessor(bool trim_offsets, bool add_prefix_space) : trim_(trim_offsets), add_prefix_space_(add_prefix_space) {}
+  int64_t added_tokens(bool) const override { return 0; }
+  void process_encodings(std::vector<Encoding>& encs, bool) const override {
+    if (trim_)
+      for (Encoding& e : encs) trim_byte_level_offsets(e, add_prefix_space_);
+  }
+
+ private:
+  bool trim_, add_prefix_space_;
+};
+
+class SequenceProcessor final : public PostProcessor {
+ public:
+  explicit SequenceProcessor(std::vector<std::unique_ptr<PostProcessor>> parts) : parts_(std::move(parts)) {}
+  int64_t added_tokens(bool is_pair) const override {
+    int64_t n = 0;
+    for (const auto& p : parts_) n += p->added_tokens(is_pair);
+    return n;
+  }
+  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens) const override {
+    for (const auto& p : parts_) p->process_encodings(encs, add_special_tokens);
+  }
+
+ private:
+  std::vector<std::unique_ptr<PostProcessor>> parts_;
+};
+
+std::vector<TemplateProcessing::Piece> read_template(const json& j, const std::string& path) {
+  std::vector<TemplateProcessing::Piece> out;
+  if (j.is_string()) {  // "[CLS] $A [SEP]" string form (as the Python constructor accepts)
+    const std::string s = j.get<std::string>();
+    size_t i = 0;
+    while (i < s.size()) {
+      while (i < s.size() && s[i] == ' ') ++i;
+      if (i >= s.size()) break;
+      size_t e = s.find(' ', i);
+      if (e == std::string::npos) e = s.size();
+      std::string piece = s.substr(i, e - i);
+      i = e;
+      int64_t type_id = 0;
+      const size_t colon = piece.rfind(':');
+      if (colon != std::string::npos && colon + 1 < piece.size() &&
+          piece.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
+        type_id = std::stoll(piece.substr(colon + 1));
+        piece = piece.substr(0, colon);
+      }
+      if (piece == "$A" || piece == "$") {
+        out.push_back({true, 0, {}, type_id});
+      } else if (piece == "$B") {
+        out.push_back({true, 1, {}, type_id});
+      } else if (piece.size() > 1 && piece[0] == '$' &&
+                 piece.find_first_not_of("0123456789", 1) == std::string::npos) {
+        out.push_back({true, 0, {}, std::stoll(piece.substr(1))});  // "$1": sequence A with type id 1
+      } else {
+        out.push_back({false, 0, piece, type_id});
+      }
+    }
+    return out;
+  }
+  if (!j.is_array()) throw Error(path + ": expected an array of template pieces, got " + json_kind(j));
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string p = path + "[" + std::to_string(i) + "]";
+    const json& piece = j[i];
+    if (piece.is_object() && piece.contains("Sequence")) {
+      const json& s = piece["Sequence"];
+      const std::string id = as_string(field(s, p + ".Sequence", "id"), p + ".Sequence.id");
+      if (id != "A" && id != "B") throw Error(p + ".Sequence.id: expected \"A\" or \"B\", got \"" + id + "\"");
+      out.push_back({true, id == "B" ? 1 : 0, {}, get_int(s, p + ".Sequence", "type_id", 0)});
+    } else if (piece.is_object() && piece.contains("SpecialToken")) {
+      const json& s = piece["SpecialToken"];
+      out.push_back({false, 0, as_string(field(s, p + ".SpecialToken", "id"), p + ".SpecialToken.id"),
+                     get_int(s, p + ".SpecialToken", "type_id", 0)});
+    } else {
+      throw Error(p + ": expected {\"Sequence\": ...} or {\"SpecialToken\": ...}, got " + piece.dump().substr(0, 80));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<PostProcessor> make_post_processor(const json& j, const std::string& path) {
+  const std::string type = type_of(j, path);
+  if (type == "TemplateProcessing") {
+    std::map<std::string, TemplateProcessing::Special> specials;
+    if (has(j, "special_tokens")) {
+      const json& st = j["special_tokens"];
+      if (!st.is_object()) throw Error(path + ".special_tokens: expected an object, got " + json_kind(st));
+      for (auto it = st.begin(); it != st.end(); ++it) {
+        const std::string p = path + ".special_tokens[\"" + it.key() + "\"]";
+        TemplateProcessing::Special s;
+        const json& ids = field(it.value(), p, "ids");
+        const json& toks = field(it.value(), p, "tokens");
+        if (!ids.is_array() || !toks.is_array() || ids.size() != toks.size())
+          throw Error(p + ": ids and tokens must be arrays of the same length");
+        for (size_t k = 0; k < ids.size(); ++k) {
+          s.ids.push_back(as_int(ids[k], p + ".ids[" + std::to_string(k) + "]"));
+          s.tokens.push_back(as_string(toks[k], p + ".tokens[" + std::to_string(k) + "]"));
+        }
+        specials[it.key()] = std::move(s);
+      }
+    }
+    auto single = read_template(field(j, path, "single"), path + ".single");
+    auto pair = has(j, "pair") ? read_template(j["pair"], path + ".pair") : single;
+    for (const auto* t : {&single, &pair})
+      for (const auto& p : *t)
+        if (!p.is_sequence && !specials.count(p.special))
+          throw Error(path + ": template uses special token \"" + p.special + "\" missing from special_tokens");
+    return std::make_unique<TemplateProcessing>(std::move(single), std::move(pair), std::move(specials));
+  }
+  if (type == "BertProcessing")
+    return std::make_unique<BertProcessing>(token_and_id(field(j, path, "sep"), path + ".sep"),
+                                            token_and_id(field(j, path, "cls"), path + ".cls"));
+  if (type == "RobertaProcessing")
+    return std::make_unique<RobertaProcessing>(token_and_id(field(j, path, "sep"), path + ".sep"),
+                                               token_and_id(field(j, path, "cls"), path + ".cls"),
+                                               get_bool(j, path, "trim_offsets", true),
+                                               get_bool(j, path, "add_prefix_space", true));
+  if (type == "ByteLevel")
+    return std::make_unique<ByteLevelProcessor>(get_bool(j, path, "trim_offsets", true),
+                                                get_bool(j, path, "add_prefix_space", true));
+  if (type == "Sequence") {
+    const json& list = field(j, path, "processors");
+    if (!list.is_array()) throw Error(path + ".processors: expected an array, got " + json_kind(list));
+    std::vector<std::unique_ptr<PostProcessor>> parts;
+    for (size_t i = 0; i < list.size(); ++i)
+      parts.push_back(make_post_processor(list[i], path + ".processors[" + std::to_string(i) + "]"));
+    return std::make_unique<SequenceProcessor>(std::move(parts));
+  }
+  unsupported(path, "post_processor", type,
+              {"TemplateProcessing", "BertProcessing", "RobertaProcessing", "ByteLevel", "Sequence"});
+}
+
+}  // namespace encore::tok

@@ -1,0 +1,95 @@
+// ByteTrie: a static byte trie in two flat arrays (nodes, sorted edges) for common-prefix search: all keys
+// that are prefixes of text[pos..], shortest first. Used by Unigram's Viterbi (every vocab piece starting at
+// each position) and by the added-tokens matcher (leftmost-longest). Memory is ~12 bytes per trie node, so
+// a 250k-piece vocabulary costs a few MB.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace encore::tok {
+
+class ByteTrie {
+ public:
+  ByteTrie() = default;
+  // value of a key = its index in `keys`; for duplicate keys the last index wins.
+  explicit ByteTrie(const std::vector<std::string>& keys) {
+    std::vector<uint32_t> order(keys.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+    nodes_.push_back(Node{});
+    build(keys, order, 0, 0, order.size(), 0);
+  }
+
+  // Calls f(end_pos, value) for each key equal to text[pos, end_pos), in increasing end_pos.
+  template <class F>
+  void prefixes(std::string_view text, size_t pos, F&& f) const {
+    if (nodes_.empty()) return;
+    uint32_t node = 0;
+    for (size_t i = pos; i < text.size(); ++i) {
+      node = child(node, static_cast<uint8_t>(text[i]));
+      if (node == kNone) return;
+      if (nodes_[node].value >= 0) f(i + 1, static_cast<uint32_t>(nodes_[node].value));
+    }
+  }
+
+  bool empty() const { return nodes_.size() <= 1; }
+
+ private:
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;
+  struct Node {
+    int32_t value = -1;
+    uint32_t first_edge = 0;
+    uint32_t n_edges = 0;
+  };
+  struct Edge {
+    uint8_t label;
+    uint32_t child;
+  };
+  std::vector<Node> nodes_;
+  std::vector<Edge> edges_;
+
+  uint32_t child(uint32_t node, uint8_t c) const {
+    const Node& n = nodes_[node];
+    const Edge* b = edges_.data() + n.first_edge;
+    const Edge* e = b + n.n_edges;
+    const Edge* it = std::lower_bound(b, e, c, [](const Edge& x, uint8_t v) { return x.label < v; });
+    return (it != e && it->label == c) ? it->child : kNone;
+  }
+
+  // keys[order[lo..hi)] share their first `depth` bytes and are sorted.
+  void build(const std::vector<std::string>& keys, const std::vector<uint32_t>& order, uint32_t node, size_t lo,
+             size_t hi, size_t depth) {
+    size_t i = lo;
+    while (i < hi && keys[order[i]].size() == depth) {
+      nodes_[node].value = static_cast<int32_t>(order[i]);  // stable order: the last duplicate wins
+      ++i;
+    }
+    struct Group {
+      uint8_t label;
+      size_t lo, hi;
+    };
+    std::vector<Group> groups;
+    while (i < hi) {
+      const auto label = static_cast<uint8_t>(keys[order[i]][depth]);
+      size_t j = i + 1;
+      while (j < hi && static_cast<uint8_t>(keys[order[j]][depth]) == label) ++j;
+      groups.push_back({label, i, j});
+      i = j;
+    }
+    nodes_[node].first_edge = static_cast<uint32_t>(edges_.size());
+    nodes_[node].n_edges = static_cast<uint32_t>(groups.size());
+    for (const Group& g : groups) edges_.push_back({g.label, 0});
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const auto child_id = static_cast<uint32_t>(nodes_.size());
+      nodes_.push_back(Node{});
+      edges_[nodes_[node].first_edge + k].child = child_id;
+      build(keys, order, child_id, groups[k].lo, groups[k].hi, depth + 1);
+    }
+  }
+};
+
+}  // namespace encore::tok
