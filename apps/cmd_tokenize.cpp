@@ -7,7 +7,8 @@
 //
 //   encore tokenize "Hello world!" --tokenizer path/to/model_dir
 //   encore tokenize --jsonl-in texts.jsonl --tokenizer tokenizer.json --no-padding --char-offsets
-// --jsonl-in lines are a JSON string, a [first, second] pair, or {"text": ..., "pair": ...}.
+// --jsonl-in lines are a JSON string, a [first, second] pair, or {"text": ..., "pair": ...}. An input that cannot
+// be encoded (truncation impossible) prints {"error": "..."} on its line; the others are still encoded.
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -192,7 +193,8 @@ void register_tokenize(CLI::App& app) {
     configure(tok, o);
     const std::vector<Input> inputs = read_inputs(o);
     const bool add_special = !o.no_special;
-    std::vector<Encoding> encs;
+    std::vector<std::optional<Encoding>> encs;  // nullopt: this input failed (message in errors)
+    std::vector<std::string> errors(inputs.size());
     if (o.batch) {
       std::vector<std::string> singles;
       std::vector<std::pair<std::string, std::string>> pairs;
@@ -203,15 +205,28 @@ void register_tokenize(CLI::App& app) {
           singles.push_back(in.first);
       }
       if (!singles.empty() && !pairs.empty()) throw Error("tokenize --batch: do not mix single texts and pairs");
-      encs = pairs.empty() ? tok.encode_batch(singles, add_special) : tok.encode_pair_batch(pairs, add_special);
+      for (Encoding& e : pairs.empty() ? tok.encode_batch(singles, add_special) : tok.encode_pair_batch(pairs, add_special))
+        encs.emplace_back(std::move(e));
     } else {
-      for (const Input& in : inputs)
-        encs.push_back(in.second ? tok.encode_pair(in.first, *in.second, add_special) : tok.encode(in.first, add_special));
+      // one failing input (e.g. a pair too short for only_first truncation) prints {"error": ...}, not abort
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const Input& in = inputs[i];
+        try {
+          encs.emplace_back(in.second ? tok.encode_pair(in.first, *in.second, add_special) : tok.encode(in.first, add_special));
+        } catch (const Error& e) {
+          encs.emplace_back(std::nullopt);
+          errors[i] = e.what();
+        }
+      }
     }
     std::string out;
     for (size_t i = 0; i < encs.size(); ++i) {
-      nlohmann::json j = to_json(encs[i], inputs[i], o.char_offsets);
-      if (o.decode) j["decoded"] = tok.decode(encs[i].ids);
+      if (!encs[i]) {
+        out += nlohmann::json{{"error", errors[i]}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+        continue;
+      }
+      nlohmann::json j = to_json(*encs[i], inputs[i], o.char_offsets);
+      if (o.decode) j["decoded"] = tok.decode(encs[i]->ids);
       out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       out += '\n';
     }

@@ -82,9 +82,9 @@ std::vector<std::pair<Offsets, size_t>> AddedVocabulary::find_matches(std::strin
     const size_t index = set.token_index[best_key];
     const AddedToken& t = tokens_[index];
     if (t.single_word) {
-      const bool start_space = start == 0 || !is_word_char(char_before(s, start));
+      const bool start_space = start == 0 || !is_rust_word_char(char_before(s, start));
       size_t len = 0;
-      const bool stop_space = stop == s.size() || !is_word_char(decode_utf8(s, stop, &len));
+      const bool stop_space = stop == s.size() || !is_rust_word_char(decode_utf8(s, stop, &len));
       if (!start_space || !stop_space) continue;
     }
     if (t.lstrip) {
@@ -109,11 +109,9 @@ std::vector<std::pair<Offsets, size_t>> AddedVocabulary::find_matches(std::strin
 }
 
 std::vector<Split> AddedVocabulary::split_with_indices(NormalizedString s, const MatchSet& set) const {
+  // Even without any match the text is re-sliced, as HF does: the slice's original start becomes that of its
+  // first normalized char (which Metaspace's prepend_scheme "first" looks at).
   std::vector<Split> out;
-  if (set.trie.empty()) {
-    out.push_back(Split{std::move(s), std::nullopt});
-    return out;
-  }
   for (const auto& [range, index] : find_matches(s.get(), set)) {
     NormalizedString piece = s.slice(range);
     if (index == kNone) {

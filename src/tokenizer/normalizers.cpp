@@ -74,10 +74,11 @@ class Lowercase final : public Normalizer {
   void normalize(NormalizedString& s) const override { s.lowercase(); }
 };
 
+// Removes every combining mark (Mn, Mc, Me), unlike BertNormalizer's strip_accents which removes Mn only.
 class StripAccents final : public Normalizer {
  public:
   void normalize(NormalizedString& s) const override {
-    s.filter([](char32_t c) { return !is_mark_nonspacing(c); });
+    s.filter([](char32_t c) { return !is_combining_mark(c); });
   }
 };
 

@@ -48,8 +48,13 @@ int char_to_byte(char32_t c) {
 std::shared_ptr<const Pattern> make_pattern(const json& j, const std::string& path) {
   if (j.is_object() && j.contains("String"))
     return std::make_shared<LiteralPattern>(as_string(j["String"], path + ".String"));
-  if (j.is_object() && j.contains("Regex"))
-    return std::make_shared<RegexPattern>(std::make_shared<Regex>(as_string(j["Regex"], path + ".Regex")));
+  if (j.is_object() && j.contains("Regex")) {
+    try {
+      return std::make_shared<RegexPattern>(std::make_shared<Regex>(as_string(j["Regex"], path + ".Regex")));
+    } catch (const Error& e) {
+      throw Error(path + ".Regex: " + e.what());
+    }
+  }
   throw Error(path + ": expected {\"String\": ...} or {\"Regex\": ...}, got " + j.dump().substr(0, 80));
 }
 
@@ -126,7 +131,8 @@ class ByteLevel final : public PreTokenizer {
   bool add_prefix_space_, use_regex_;
 };
 
-// \w+|[^\w\s]+ kept, the rest (whitespace) removed.
+// \w+|[^\w\s]+ kept, the rest (whitespace) removed. HF compiles this one with the Rust regex crate, whose \w
+// differs from Oniguruma's (Join_Control in, Latin-1 superscripts out).
 class Whitespace final : public PreTokenizer {
  public:
   void pre_tokenize(PreTokenizedString& p) const override {
@@ -146,7 +152,7 @@ class Whitespace final : public PreTokenizer {
       size_t start = 0;
       while (i < s.size()) {
         const char32_t c = decode_utf8(s, i, &len);
-        const int kind = is_word_char(c) ? 0 : is_whitespace(c) ? 2 : 1;
+        const int kind = is_rust_word_char(c) ? 0 : is_whitespace(c) ? 2 : 1;
         if (kind != prev_kind && i > 0) {
           out.push_back({{start, i}, prev_kind == 2});
           start = i;

@@ -14,7 +14,7 @@ namespace encore::tok {
 
 namespace {
 
-enum class Cls { any_but_newline, space, digit, word, hspace, category };
+enum class Cls { any_but_newline, space, digit, word, word_in_class, hspace, category };
 
 struct ClassItem {
   Cls kind;
@@ -36,6 +36,9 @@ bool class_item_matches(const ClassItem& it, char32_t c) {
       break;
     case Cls::word:
       r = is_word_char(c);
+      break;
+    case Cls::word_in_class:  // Oniguruma: inside [...] \w is the Unicode Word property, without the Latin-1
+      r = is_word_char(c) && !(c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE));  // table's extras
       break;
     case Cls::hspace:
       r = c == U' ' || c == U'\t' || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x202F ||
@@ -370,7 +373,7 @@ class RegexParser {
   }
 
   // Parses an escape at pos_ ('\\') into `s` (adds a range or a class).
-  void parse_escape(CharSet& s) {
+  void parse_escape(CharSet& s, bool in_class = false) {
     ++pos_;  // backslash
     if (at_end()) fail("trailing backslash");
     const char32_t e = peek();
@@ -389,8 +392,8 @@ class RegexParser {
       case U'S': s.classes.push_back({Cls::space, true}); return;
       case U'd': s.classes.push_back({Cls::digit, false}); return;
       case U'D': s.classes.push_back({Cls::digit, true}); return;
-      case U'w': s.classes.push_back({Cls::word, false}); return;
-      case U'W': s.classes.push_back({Cls::word, true}); return;
+      case U'w': s.classes.push_back({in_class ? Cls::word_in_class : Cls::word, false}); return;
+      case U'W': s.classes.push_back({in_class ? Cls::word_in_class : Cls::word, true}); return;
       case U'h': s.classes.push_back({Cls::hspace, false}); return;
       case U'H': s.classes.push_back({Cls::hspace, true}); return;
       case U'x':
@@ -452,7 +455,7 @@ class RegexParser {
       char32_t lo;
       if (peek() == U'\\') {
         CharSet tmp;
-        parse_escape(tmp);
+        parse_escape(tmp, /*in_class=*/true);
         if (!tmp.classes.empty()) {
           s.classes.insert(s.classes.end(), tmp.classes.begin(), tmp.classes.end());
           continue;

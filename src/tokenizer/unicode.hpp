@@ -41,7 +41,9 @@ bool is_number(char32_t c);           // \p{N}: Nd, Nl, No
 bool is_punctuation(char32_t c);      // \p{P}: Pc Pd Ps Pe Pi Pf Po
 bool is_other(char32_t c);            // \p{C}: Cc Cf Cs Co Cn (unicode_categories is_other)
 bool is_mark_nonspacing(char32_t c);  // Mn
-bool is_word_char(char32_t c);        // regex \w: Alphabetic, M, Nd, Pc, Join_Control
+bool is_combining_mark(char32_t c);   // Mn, Mc, Me
+bool is_word_char(char32_t c);        // Oniguruma \w (Split/Replace regexes, Whitespace): L, M, N, Pc
+bool is_rust_word_char(char32_t c);   // Rust regex \w (AddedToken single_word): Alphabetic, M, Nd, Pc, Join_Control
 bool is_digit(char32_t c);            // \d: Nd
 int combining_class(char32_t c);
 
