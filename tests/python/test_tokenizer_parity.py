@@ -415,6 +415,29 @@ def test_minilm_transformers_and_vocab_txt(built, tmp_path):
             fields=("ids", "type_ids", "offsets"))
 
 
+def huge_texts() -> list[str]:
+    import random  # noqa: PLC0415
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyzéü中"
+    return ["".join(rng.choice(letters) for _ in range(1_000_000)),  # 1 MB-ish without a space
+            "a" * 1_000_000, "😀" * 250_000, " " * 1_000_000]        # one repeated char; emoji; whitespace only
+
+
+@pytest.mark.parametrize("name", ["minilm", "roberta_bpe", "llama_bpe_bytefallback", "xlmr_unigram"])
+def test_huge_inputs(name, built, tmp_path):
+    """1 MB inputs: same ids as the library, and near-linear time (a quadratic step would take minutes)."""
+    import time  # noqa: PLC0415
+    tok, path = built[name]
+    texts = huge_texts()
+    t0 = time.monotonic()
+    ours = run_cli(path, texts, tmp_path, "--no-truncation", "--no-padding")
+    elapsed = time.monotonic() - t0
+    ref = plain(tok)
+    for text, o in zip(texts, ours):
+        assert o["ids"] == ref.encode(text).ids, f"{name}: ids differ on a {len(text)}-char input {text[:20]!r}..."
+    assert elapsed < 60, f"{name}: {elapsed:.1f} s for 4 x 1 MB"
+
+
 def test_invalid_utf8_file(built, tmp_path):
     """Invalid UTF-8 bytes (via --text-file): each maximal invalid subsequence reads as U+FFFD, offsets stay
     byte offsets of the file; ids equal the library's on bytes.decode("utf-8", "replace")."""

@@ -1,0 +1,252 @@
+// encore::Tokenizer against expected values computed by the Python `tokenizers` library.
+//
+// Oracle: tests/data/tokenizer_cases.json, written by tests/tools/gen_tokenizer_cases.py (regenerable; nothing
+// in it comes from encore). It holds 15 small tokenizer.json files (WordPiece with four BertNormalizer
+// settings, char-level Unigram probes of NFC/NFD/NFKC/NFKD/StripAccents/Lowercase/Strip/Replace/Prepend and of
+// Whitespace/Punctuation/Digits/Metaspace, byte-level BPE with RobertaProcessing, a SentencePiece-style
+// Unigram), ~345 encode cases with every Encoding field and the decoded text, regex matches (Oniguruma, via
+// the library's Split), and GPT-2 pre-tokenizer pieces. Tolerance: exact equality.
+// Also here: invalid UTF-8 policy, char offsets, truncation/padding settings on copies, concurrent encode,
+// near-linear time on 1 MB inputs, and error messages for broken tokenizer.json files.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "encore/error.hpp"
+#include "encore/tokenizer.hpp"
+#include "tokenizer/normalized_string.hpp"
+#include "tokenizer/regex.hpp"
+
+namespace {
+
+using nlohmann::json;
+using Offsets = std::vector<std::pair<int64_t, int64_t>>;
+
+const json& cases() {
+  static const json j = [] {
+    const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "data" / "tokenizer_cases.json";
+    std::ifstream in(path);
+    EXPECT_TRUE(in.good()) << "missing " << path << " (python3 tests/tools/gen_tokenizer_cases.py)";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return json::parse(ss.str());
+  }();
+  return j;
+}
+
+const encore::Tokenizer& tokenizer(const std::string& name) {
+  static std::map<std::string, encore::Tokenizer> cache;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, encore::Tokenizer::from_json(cases()["tokenizers"][name].dump())).first;
+  return it->second;
+}
+
+Offsets json_offsets(const json& j) {
+  Offsets out;
+  for (const auto& o : j) out.emplace_back(o[0].get<int64_t>(), o[1].get<int64_t>());
+  return out;
+}
+
+// Byte offsets of an Encoding -> char offsets, each sequence against its own text.
+Offsets to_char_offsets(const encore::Encoding& e, const std::string& a, const std::string& b) {
+  Offsets first, second;
+  for (size_t i = 0; i < e.size(); ++i) (e.sequence_ids[i] == 1 ? second : first).push_back(e.offsets[i]);
+  first = encore::Tokenizer::char_offsets(a, first);
+  second = encore::Tokenizer::char_offsets(b, second);
+  Offsets out;
+  size_t ia = 0, ib = 0;
+  for (size_t i = 0; i < e.size(); ++i) out.push_back(e.sequence_ids[i] == 1 ? second[ib++] : first[ia++]);
+  return out;
+}
+
+TEST(Tokenizer, MatchesTokenizersLibraryOnGeneratedCases) {
+  int n = 0;
+  for (const json& c : cases()["cases"]) {
+    const std::string name = c["tokenizer"], text = c["text"];
+    const bool special = c["add_special_tokens"];
+    const std::string pair = c["pair"].is_null() ? "" : c["pair"].get<std::string>();
+    SCOPED_TRACE(name + " | " + json(text).dump() + (c["pair"].is_null() ? "" : " + " + json(pair).dump()) +
+                 (special ? "" : " | no special tokens"));
+    const encore::Tokenizer& tok = tokenizer(name);
+    const encore::Encoding e = c["pair"].is_null() ? tok.encode(text, special) : tok.encode_pair(text, pair, special);
+    EXPECT_EQ(e.ids, c["ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(e.tokens, c["tokens"].get<std::vector<std::string>>());
+    EXPECT_EQ(e.type_ids, c["type_ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(e.special_tokens_mask, c["special_tokens_mask"].get<std::vector<int64_t>>());
+    EXPECT_EQ(e.attention_mask, c["attention_mask"].get<std::vector<int64_t>>());
+    EXPECT_EQ(e.sequence_ids, c["sequence_ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(to_char_offsets(e, text, pair), json_offsets(c["char_offsets"]));
+    EXPECT_EQ(tok.decode(e.ids), c["decoded"].get<std::string>());
+    ++n;
+  }
+  EXPECT_GT(n, 300);
+}
+
+TEST(Tokenizer, RegexMatchesOniguruma) {
+  for (const json& c : cases()["regex_cases"]) {
+    const std::string pattern = c["pattern"], text = c["text"];
+    SCOPED_TRACE("/" + pattern + "/ on " + json(text).dump());
+    Offsets found;
+    for (const auto& [b, e] : encore::tok::Regex(pattern).find_all(text))
+      if (e > b) found.emplace_back(static_cast<int64_t>(b), static_cast<int64_t>(e));  // the oracle drops empty ones
+    EXPECT_EQ(encore::Tokenizer::char_offsets(text, found), json_offsets(c["char_matches"]));
+  }
+}
+
+TEST(Tokenizer, Gpt2SplitMatchesByteLevelPreTokenizer) {
+  for (const json& c : cases()["gpt2_cases"]) {
+    const std::string text = c["text"];
+    SCOPED_TRACE(json(text).dump());
+    Offsets pieces;
+    for (const auto& [b, e] : encore::tok::gpt2_split(text)) pieces.emplace_back(static_cast<int64_t>(b), static_cast<int64_t>(e));
+    EXPECT_EQ(encore::Tokenizer::char_offsets(text, pieces), json_offsets(c["char_pieces"]));
+  }
+}
+
+// Invalid UTF-8: each maximal invalid subsequence is one U+FFFD (as Python's errors="replace"), aligned to
+// exactly its bytes. Expected counts: bytes.decode("utf-8", "replace") of the same inputs.
+TEST(Tokenizer, InvalidUtf8IsReplacementCharsAlignedToTheirBytes) {
+  struct Case {
+    std::string bytes;
+    size_t replacements;
+  };
+  const std::vector<Case> table = {
+      {"\xff", 1}, {"a\xc3", 1}, {"\xe2\x82", 1}, {"\xf0\x9f\x98", 1}, {"\xed\xa0\x80", 3}, {"\xc0\xaf", 2},
+      {"\xf4\x90\x80\x80", 4}, {"\x80\x80", 2}, {"ok\xe2\x82\xac", 0}, {"\xe0\x80\x80", 3}, {"\xf0\x80", 2},
+  };
+  for (const Case& c : table) {
+    encore::tok::NormalizedString s(c.bytes);
+    size_t fffd = 0;
+    for (size_t p = s.get().find("\xEF\xBF\xBD"); p != std::string::npos; p = s.get().find("\xEF\xBF\xBD", p + 3)) {
+      ++fffd;
+      const auto o = s.to_original({p, p + 3});
+      ASSERT_TRUE(o.has_value());
+      EXPECT_LT(o->first, o->second);
+      EXPECT_LE(o->second, c.bytes.size());
+    }
+    EXPECT_EQ(fffd, c.replacements) << json(c.bytes).dump(-1, ' ', false, json::error_handler_t::replace);
+    EXPECT_TRUE(encore::tok::is_valid_utf8(s.get()));
+  }
+  // Through a whole tokenizer: offsets are bytes of the input, and cover the bad bytes.
+  const encore::Tokenizer& tok = tokenizer("bert_cased");
+  const std::string bad = "hello \xff\xfe world \xe2\x82";
+  const encore::Encoding e = tok.encode(bad);
+  for (const auto& [b, en] : e.offsets) {
+    EXPECT_LE(0, b);
+    EXPECT_LE(b, en);
+    EXPECT_LE(en, static_cast<int64_t>(bad.size()));
+  }
+  EXPECT_EQ(tok.encode(bad).ids, tok.encode("hello \xEF\xBF\xBD\xEF\xBF\xBD world \xEF\xBF\xBD").ids);
+}
+
+TEST(Tokenizer, CharOffsetsFollowPythonConverter) {
+  // "aé😀" is 1 + 2 + 4 bytes; a byte inside a char maps to that char; an end at the text's end maps past it.
+  const std::string t = "a\xc3\xa9\xf0\x9f\x98\x80";
+  const Offsets bytes = {{0, 1}, {1, 3}, {3, 7}, {0, 0}, {4, 5}, {7, 7}};
+  const Offsets chars = {{0, 1}, {1, 2}, {2, 3}, {0, 0}, {2, 2}, {3, 3}};
+  EXPECT_EQ(encore::Tokenizer::char_offsets(t, bytes), chars);
+}
+
+TEST(Tokenizer, TruncationAndPaddingSettingsBelongToEachCopy) {
+  encore::Tokenizer a = tokenizer("bert_uncased");
+  encore::Tokenizer b = a;
+  encore::TruncationOptions t;
+  t.max_length = 4;
+  b.set_truncation(t);
+  encore::PaddingOptions p;
+  p.to_longest = false;
+  p.length = 8;
+  b.set_padding(p);
+  EXPECT_FALSE(a.truncation().has_value());
+  EXPECT_FALSE(a.padding().has_value());
+  const encore::Encoding eb = b.encode("hello world hello world hello world");
+  EXPECT_EQ(eb.size(), 8u);
+  EXPECT_EQ(eb.ids[0], 2);  // [CLS]
+  EXPECT_EQ(eb.ids[3], 3);  // [SEP] after two words: 4 = 2 + the 2 special tokens
+  EXPECT_EQ(std::vector<int64_t>(eb.attention_mask.begin() + 4, eb.attention_mask.end()), std::vector<int64_t>(4, 0));
+  EXPECT_EQ(a.encode("hello world hello world hello world").size(), 8u);  // 6 words + 2, untouched by b's settings
+  EXPECT_EQ(b.num_special_tokens_to_add(false), 2);
+  EXPECT_EQ(b.num_special_tokens_to_add(true), 3);
+  EXPECT_EQ(b.model_type(), "WordPiece");
+  EXPECT_EQ(b.token_to_id("[MASK]"), 4);
+  EXPECT_EQ(b.id_to_token(5), "hello");
+}
+
+TEST(Tokenizer, ConcurrentEncodeMatchesSerial) {
+  const encore::Tokenizer& tok = tokenizer("bytelevel_bpe");
+  std::vector<std::string> texts;
+  for (const json& c : cases()["cases"])
+    if (c["tokenizer"] == "bytelevel_bpe") texts.push_back(c["text"]);
+  std::vector<std::vector<int64_t>> serial;
+  for (const auto& t : texts) serial.push_back(tok.encode(t).ids);
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([&, w] {
+      for (int rep = 0; rep < 20; ++rep)
+        for (size_t i = 0; i < texts.size(); ++i) mismatches[w] += tok.encode(texts[i]).ids != serial[i];
+    });
+  for (auto& th : threads) th.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
+// A quadratic algorithm anywhere (BPE merging, Viterbi, replace, split) would take minutes on 1 MB.
+TEST(Tokenizer, MegabyteInputsStayFast) {
+  const std::vector<std::string> inputs = {std::string(1 << 20, 'a'), std::string(1 << 20, ' '),
+                                           [] {
+                                             std::string s;
+                                             while (s.size() < (1u << 20)) s += "hello\xc3\xa9world";
+                                             return s;
+                                           }()};
+  for (const char* name : {"bert_uncased", "bytelevel_bpe", "unigram_sp", "probe_strip_replace_prepend"}) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const encore::Encoding e = tokenizer(name).encode(inputs[i]);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_LT(s, 15.0) << name << " input " << i << ": " << s << " s";
+      if (std::string(name) != "probe_strip_replace_prepend") EXPECT_GE(e.size(), 2u);  // the probe strips all spaces
+    }
+  }
+}
+
+TEST(Tokenizer, BrokenTokenizerJsonNamesTheProblem) {
+  struct Case {
+    std::string json_text, expected;
+  };
+  const std::vector<Case> table = {
+      {"[1, 2", "not valid JSON"},
+      {"{}", "model"},
+      {R"({"model": {"type": "WordPiece", "vocab": {"a": "zero"}}})", "model.vocab[\"a\"]: expected an integer"},
+      {R"({"model": {"type": "Nope"}})", "unsupported model type \"Nope\" (supported: WordPiece, BPE, Unigram, WordLevel)"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})", "merged token \"ab\""},
+      {R"({"model": {"type": "Unigram", "vocab": [["a", -1.0]], "unk_id": 3}})", "model.unk_id"},
+      {R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[a-"}, "behavior": "Isolated"}})",
+       "pre_tokenizer.pattern.Regex"},
+      {R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}, "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Fancy"}]}})",
+       "normalizer.normalizers[1]: unsupported normalizer type \"Fancy\""},
+      {R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[X]", "type_id": 0}}], "special_tokens": {}}})",
+       "[X]"},
+      {R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}, "truncation": {"max_length": 5, "strategy": "Middle"}})",
+       "truncation.strategy"},
+  };
+  for (const Case& c : table) {
+    try {
+      encore::Tokenizer::from_json(c.json_text);
+      ADD_FAILURE() << "no error for " << c.json_text;
+    } catch (const encore::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.expected), std::string::npos) << e.what() << "\n  lacks: " << c.expected;
+    }
+  }
+  EXPECT_THROW(encore::Tokenizer::from_file("/nonexistent/tokenizer.json"), encore::Error);
+  EXPECT_THROW(encore::Tokenizer::load("/nonexistent/dir"), encore::Error);
+}
+
+}  // namespace
