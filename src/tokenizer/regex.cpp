@@ -539,8 +539,19 @@ struct Matcher {
     return can_more && match(n->kids[0], pos, &again, end);
   }
 
+  size_t depth = 0;
+  struct DepthGuard {
+    size_t& d;
+    explicit DepthGuard(size_t& dd) : d(++dd) {}
+    ~DepthGuard() { --d; }
+  };
+
   bool match(const RegexNode* n, size_t pos, const Cont* k, size_t* end) {
-    if (++steps > 50'000'000) throw Error("regex: match too complex (more than 5e7 backtracking steps)");
+    // Both limits turn a pathological pattern/input pair into an encore::Error instead of a hang or a stack
+    // overflow. Real tokenizer patterns repeat single-char items, which loop instead of recursing.
+    if (++steps > 10'000'000) throw Error("regex: match too complex (more than 1e7 backtracking steps at one position)");
+    DepthGuard guard(depth);
+    if (depth > 10'000) throw Error("regex: pattern recursion too deep for this input (a repeated group over > 10000 chars)");
     switch (n->kind) {
       case NodeKind::chars:
         return pos < text.size() && n->set.matches(text[pos]) && run(k, pos + 1, end);
@@ -610,6 +621,7 @@ std::vector<Offsets> Regex::find_all(std::string_view s) const {
     bool found = false;
     for (size_t p = start; p <= cps.size(); ++p) {
       size_t e = 0;
+      m.steps = 0;
       if (m.match(root_, p, nullptr, &e)) {
         out.emplace_back(byte_at[p], byte_at[e]);
         start = e > p ? e : p + 1;
