@@ -98,7 +98,8 @@ std::vector<std::pair<Offsets, size_t>> AddedVocabulary::find_matches(std::strin
     if (t.rstrip) {
       size_t len = 0;
       while (stop < s.size() && is_whitespace(decode_utf8(s, stop, &len))) stop += len;
-      i = std::max(i, stop);
+      // The search still resumes at the match end, so the next match may start inside the whitespace taken
+      // here and the two splits overlap: HF's behaviour (aho-corasick iterates on the unstripped matches).
     }
     if (start_offset < start) out.push_back({{start_offset, start}, kNone});
     out.push_back({{start, stop}, index});

@@ -85,8 +85,10 @@ class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
   virtual int64_t added_tokens(bool is_pair) const = 0;
-  // Transforms the list of (1 or 2) encodings in place; the caller concatenates them afterwards.
-  virtual void process_encodings(std::vector<Encoding>& encodings, bool add_special_tokens) const = 0;
+  // Transforms the list of (1 or 2) encodings in place; the caller concatenates them afterwards. texts[i] is
+  // the input encodings[i] came from (its offsets index it).
+  virtual void process_encodings(std::vector<Encoding>& encodings, bool add_special_tokens,
+                                 const std::vector<std::string_view>& texts) const = 0;
 };
 
 class Decoder {
@@ -117,7 +119,8 @@ char32_t byte_to_char(uint8_t b);
 // -1 when c is not one of the 256 byte chars.
 int char_to_byte(char32_t c);
 
-// Trims the whitespace (or byte-level space 'Ġ') a token's offsets cover (ByteLevel/Roberta processors).
-void trim_byte_level_offsets(Encoding& e, bool add_prefix_space);
+// Trims the whitespace (or byte-level space 'Ġ') a token's offsets cover (ByteLevel/Roberta processors), by
+// whole chars of `text`, as the Python library does (it trims offsets already converted to chars).
+void trim_byte_level_offsets(Encoding& e, bool add_prefix_space, std::string_view text);
 
 }  // namespace encore::tok

@@ -9,23 +9,41 @@
 
 namespace encore::tok {
 
-void trim_byte_level_offsets(Encoding& e, bool add_prefix_space) {
+void trim_byte_level_offsets(Encoding& e, bool add_prefix_space, std::string_view text) {
   constexpr char32_t kSpace = 0x120;  // 'Ġ', the byte-level char of ' '
+  // char index of each byte (an invalid UTF-8 run is one char) and byte start of each char
+  std::vector<int64_t> char_of(text.size() + 1);
+  std::vector<int64_t> start_of;
+  bool valid = true;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_scan(text, i, &valid);
+    for (size_t k = 0; k < n; ++k) char_of[i + k] = static_cast<int64_t>(start_of.size());
+    start_of.push_back(static_cast<int64_t>(i));
+    i += n;
+  }
+  const auto nchars = static_cast<int64_t>(start_of.size());
+  const auto nbytes = static_cast<int64_t>(text.size());
+  char_of[text.size()] = nchars;
+  start_of.push_back(nbytes);
   for (size_t i = 0; i < e.size(); ++i) {
     const std::vector<char32_t> cs = is_valid_utf8(e.tokens[i]) ? to_chars(e.tokens[i]) : std::vector<char32_t>{};
     auto space = [&](char32_t c) { return c == kSpace || is_whitespace(c); };
-    size_t leading = 0, trailing = 0;
-    while (leading < cs.size() && space(cs[leading])) ++leading;
-    while (trailing < cs.size() && space(cs[cs.size() - 1 - trailing])) ++trailing;
-    auto& [b, en] = e.offsets[i];
+    int64_t leading = 0, trailing = 0;
+    while (leading < static_cast<int64_t>(cs.size()) && space(cs[static_cast<size_t>(leading)])) ++leading;
+    while (trailing < static_cast<int64_t>(cs.size()) && space(cs[cs.size() - 1 - static_cast<size_t>(trailing)])) ++trailing;
     if (leading == 0 && trailing == 0) continue;
+    auto& [bb, eb] = e.offsets[i];
+    if (bb < 0 || eb < bb || eb > nbytes) continue;
+    int64_t b = char_of[static_cast<size_t>(bb)], en = char_of[static_cast<size_t>(eb)];
     if (leading > 0) {
       const bool is_first = i == 0 || b == 0;
       // the one space ByteLevel(add_prefix_space) added to the first word is kept; more were in the text
       if (is_first && add_prefix_space && leading == 1) leading = 0;
-      b = std::min<int64_t>(b + static_cast<int64_t>(leading), en);
+      b = std::min(b + leading, en);
     }
-    if (trailing > 0 && en >= static_cast<int64_t>(trailing)) en = std::max<int64_t>(en - static_cast<int64_t>(trailing), b);
+    if (trailing > 0 && en >= trailing) en = std::max(en - trailing, b);
+    bb = start_of[static_cast<size_t>(std::min(b, nchars))];
+    eb = start_of[static_cast<size_t>(std::min(en, nchars))];
   }
 }
 
@@ -82,7 +100,8 @@ class TemplateProcessing final : public PostProcessor {
     return n;
   }
 
-  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens) const override {
+  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens,
+                         const std::vector<std::string_view>& texts) const override {
     const std::vector<Piece>& tmpl = encs.size() == 2 ? pair_ : single_;
     std::vector<Encoding> out;
     for (const Piece& p : tmpl) {
@@ -112,7 +131,8 @@ class BertProcessing final : public PostProcessor {
   BertProcessing(std::pair<std::string, int64_t> sep, std::pair<std::string, int64_t> cls)
       : sep_(std::move(sep)), cls_(std::move(cls)) {}
   int64_t added_tokens(bool is_pair) const override { return is_pair ? 3 : 2; }
-  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens) const override {
+  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens,
+                         const std::vector<std::string_view>& texts) const override {
     if (!add_special_tokens) return;
     for (size_t i = 0; i < encs.size(); ++i) {
       Encoding e;
@@ -133,9 +153,11 @@ class RobertaProcessing final : public PostProcessor {
                     bool add_prefix_space)
       : sep_(std::move(sep)), cls_(std::move(cls)), trim_(trim_offsets), add_prefix_space_(add_prefix_space) {}
   int64_t added_tokens(bool is_pair) const override { return is_pair ? 4 : 2; }
-  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens) const override {
-    for (Encoding& e : encs) {
-      if (trim_) trim_byte_level_offsets(e, add_prefix_space_);
+  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens,
+                         const std::vector<std::string_view>& texts) const override {
+    for (size_t i = 0; i < encs.size(); ++i) {
+      Encoding& e = encs[i];
+      if (trim_) trim_byte_level_offsets(e, add_prefix_space_, texts[i]);
       set_type_ids(e, 0);  // RoBERTa: every type id is 0
     }
     if (!add_special_tokens) return;
@@ -160,9 +182,10 @@ class ByteLevelProcessor final : public PostProcessor {
  public:
   ByteLevelProcessor(bool trim_offsets, bool add_prefix_space) : trim_(trim_offsets), add_prefix_space_(add_prefix_space) {}
   int64_t added_tokens(bool) const override { return 0; }
-  void process_encodings(std::vector<Encoding>& encs, bool) const override {
+  void process_encodings(std::vector<Encoding>& encs, bool,
+                         const std::vector<std::string_view>& texts) const override {
     if (trim_)
-      for (Encoding& e : encs) trim_byte_level_offsets(e, add_prefix_space_);
+      for (size_t i = 0; i < encs.size(); ++i) trim_byte_level_offsets(encs[i], add_prefix_space_, texts[i]);
   }
 
  private:
@@ -177,8 +200,9 @@ class SequenceProcessor final : public PostProcessor {
     for (const auto& p : parts_) n += p->added_tokens(is_pair);
     return n;
   }
-  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens) const override {
-    for (const auto& p : parts_) p->process_encodings(encs, add_special_tokens);
+  void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens,
+                         const std::vector<std::string_view>& texts) const override {
+    for (const auto& p : parts_) p->process_encodings(encs, add_special_tokens, texts);
   }
 
  private:

@@ -54,7 +54,9 @@ class TokenizerImpl {
     return e;
   }
 
-  Encoding post_process(Encoding first, std::optional<Encoding> pair, bool add_special_tokens) const {
+  // texts: the input(s) the encodings came from.
+  Encoding post_process(Encoding first, std::optional<Encoding> pair, bool add_special_tokens,
+                        const std::vector<std::string_view>& texts) const {
     if (truncation) {
       const int64_t n_added =
           p->post_processor && add_special_tokens ? p->post_processor->added_tokens(pair.has_value()) : 0;
@@ -70,7 +72,7 @@ class TokenizerImpl {
     encs.push_back(std::move(first));
     if (pair) encs.push_back(std::move(*pair));
     for (size_t i = 0; i < encs.size(); ++i) encs[i].sequence_ids.assign(encs[i].size(), static_cast<int64_t>(i));
-    if (p->post_processor) p->post_processor->process_encodings(encs, add_special_tokens);
+    if (p->post_processor) p->post_processor->process_encodings(encs, add_special_tokens, texts);
     Encoding out;
     for (Encoding& e : encs) append(out, e);
     if (padding) {
@@ -462,11 +464,12 @@ Tokenizer Tokenizer::load(const std::string& model_dir) {
 // --- encoding -------------------------------------------------------------------------------------------
 
 Encoding Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  return impl_->post_process(impl_->encode_single(text, 0), std::nullopt, add_special_tokens);
+  return impl_->post_process(impl_->encode_single(text, 0), std::nullopt, add_special_tokens, {text});
 }
 
 Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second, bool add_special_tokens) const {
-  return impl_->post_process(impl_->encode_single(first, 0), impl_->encode_single(second, 1), add_special_tokens);
+  return impl_->post_process(impl_->encode_single(first, 0), impl_->encode_single(second, 1), add_special_tokens,
+                             {first, second});
 }
 
 std::vector<Encoding> Tokenizer::encode_batch(const std::vector<std::string>& texts, bool add_special_tokens) const {

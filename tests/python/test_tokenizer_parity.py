@@ -342,6 +342,33 @@ def test_pairs(name, built, tmp_path):
     compare(f"{name} pairs", PAIRS, ours, oracle(plain(tok), PAIRS))
 
 
+# Pieces that stress the interactions: special tokens next to odd whitespace (lstrip/rstrip), combining marks
+# after prefix spaces, byte-level splits of multi-byte chars, Hangul jamo, compatibility chars...
+FUZZ_PIECES = ["a", "b", "A", "Z", " ", "  ", "\t", "\n", "é", "e\u0301", "ﬁ", "中", "😀", "👍🏽", "'s", "'", "'re",
+               "[CLS]", "[MASK]", "<mask>", "<s>", "</s>", "ENCORE", " world", "0", "123", "!", "..", "\u00a0",
+               "\u3000", "\u200b", "\u200d", "م", "न्", "\u1112", "\u1161", "\u11ab", "\ufffd", "<0x41>", "##",
+               "▁", "Ω", "İ", "ß", "ẞ", "ǅ", "①", "½", "²", "™", "…", "\u0323\u0301", "\u0f40\u0f71\u0f72",
+               "\u0e01\u0e33", "\uac00", "ｶﾞ", "\U0001F1EB\U0001F1F7", "\u00ad", "\u2028", "\x85", "hello", "HELLO",
+               "world's", "\r\n", "-", "_", ",", "__init__", "http://a.b/c?d=e", "1,000.5"]
+
+
+def fuzz_texts(n=600, seed=7):
+    import random  # noqa: PLC0415
+    rng = random.Random(seed)
+    return ["".join(rng.choice(FUZZ_PIECES) for _ in range(rng.randint(0, 25))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_random_piece_mixes(name, built, tmp_path):
+    tok, path = built[name]
+    texts = fuzz_texts()
+    compare(f"{name} random mixes", texts, run_cli(path, texts, tmp_path, "--no-truncation", "--no-padding"),
+            oracle(plain(tok), texts))
+    pairs = list(zip(texts[:150], texts[150:300]))
+    compare(f"{name} random pairs", pairs, run_cli(path, pairs, tmp_path, "--no-truncation", "--no-padding"),
+            oracle(plain(tok), pairs))
+
+
 def test_minilm_file_defaults(built, tmp_path):
     """The tokenizer.json's own truncation (128, longest_first) and padding (fixed 128) sections."""
     tok, path = built["minilm"]
