@@ -79,9 +79,7 @@ int main(int argc, char** argv) {
   encore::cli::register_memory(app);
   encore::cli::register_bench(app);
   encore::cli::register_tokenize(app);
-#ifdef ENCORE_WITH_TOKENIZER
   encore::cli::register_embed(app);
-#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

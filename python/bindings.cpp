@@ -23,9 +23,7 @@ PYBIND11_MODULE(_encore, m) {
   m.def("manual_seed", &nn::manual_seed, py::arg("seed"));
 
   bind_models(m);
-#ifdef ENCORE_WITH_TOKENIZER
   bind_text(m);
-#endif
 
   py::module_ mnn = m.def_submodule("nn", "torch.nn-compatible Transformer modules on numpy arrays");
 

