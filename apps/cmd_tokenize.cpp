@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/common.hpp"
+#include "encore/sentence_encoder.hpp"
 #include "encore/error.hpp"
 #include "encore/tokenizer.hpp"
 
@@ -97,10 +98,7 @@ std::vector<Input> read_inputs(const TokenizeOptions& o) {
 
 Tokenizer load_tokenizer(const TokenizeOptions& o) {
   if (!o.tokenizer.empty()) return Tokenizer::load(o.tokenizer);
-  if (const char* env = std::getenv("ENCORE_MODEL"); env && *env) return Tokenizer::load(env);
-  throw Error(
-      "tokenize: no tokenizer given: pass --tokenizer PATH (a tokenizer.json, or a model directory with "
-      "tokenizer.json or vocab.txt) or set ENCORE_MODEL to a model directory");
+  return Tokenizer::load(default_model_dir());  // $ENCORE_MODEL, else the packaged all-MiniLM-L6-v2
 }
 
 void configure(Tokenizer& tok, const TokenizeOptions& o) {
@@ -171,7 +169,7 @@ void register_tokenize(CLI::App& app) {
   static TokenizeOptions o;
   cmd->add_option("texts", o.texts, "texts to encode (pairs with --pair)");
   cmd->add_option("--tokenizer,--model", o.tokenizer,
-                  "tokenizer.json, or a model directory (tokenizer.json, else vocab.txt); default: $ENCORE_MODEL");
+                  "tokenizer.json, or a model directory (tokenizer.json, else vocab.txt); default: $ENCORE_MODEL, else all-MiniLM-L6-v2");
   cmd->add_option("--jsonl-in", o.jsonl_in, "file of JSON lines: \"text\", [first, second] or {\"text\", \"pair\"}");
   cmd->add_option("--text-file", o.text_file, "encode this file's raw bytes as one text (any bytes, even invalid UTF-8)");
   cmd->add_flag("--pair", o.pair, "positional texts are pairs: first second first second ...");

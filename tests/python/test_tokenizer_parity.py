@@ -516,7 +516,13 @@ def test_corrupt_tokenizer_json(case, tmp_path):
     assert expected in err and str(path) in err, f"{case}: message {err!r} lacks {expected!r} or the file name"
 
 
-def test_missing_tokenizer_message(tmp_path):
+def test_default_and_missing_tokenizer(tmp_path):
+    """Without --tokenizer: $ENCORE_MODEL, else the packaged all-MiniLM-L6-v2; a bad ENCORE_MODEL is named."""
     env = {k: v for k, v in os.environ.items() if k != "ENCORE_MODEL"}
+    res = subprocess.run([str(ENCORE_BIN), "tokenize", "hello world"], capture_output=True, timeout=60, env=env)
+    assert res.returncode == 0, res.stderr
+    ids = json.loads(res.stdout.decode().splitlines()[0])["ids"]
+    assert ids[:4] == [101, 7592, 2088, 102] and len(ids) == 128  # this tokenizer.json pads to a fixed 128
+    env["ENCORE_MODEL"] = str(tmp_path / "no-such-model")
     res = subprocess.run([str(ENCORE_BIN), "tokenize", "x"], capture_output=True, timeout=60, env=env)
-    assert res.returncode == 1 and b"--tokenizer" in res.stderr and b"ENCORE_MODEL" in res.stderr, res.stderr
+    assert res.returncode == 1 and b"no-such-model" in res.stderr, res.stderr
