@@ -1,0 +1,34 @@
+// The avx2 instantiation of the backward kernel bodies (simd/backward.inl), built like isa_avx2.cpp: standard
+// headers before the target pragma, the SIMD code in its own namespace (bwd_avx2, so its inline helpers never
+// merge with the forward instantiation's), called only when dispatch.cpp chose avx2 for this CPU.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/backward.hpp"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+namespace encore::kernels::bwd_avx2 {
+#include "kernels/simd/vec_avx2.inl"
+#include "kernels/simd/math.inl"
+#include "kernels/simd/backward_vec_avx2.inl"
+#include "kernels/simd/backward.inl"
+}  // namespace encore::kernels::bwd_avx2
+
+#pragma GCC pop_options
+
+namespace encore::kernels {
+BackwardKernelTable make_backward_avx2_table() {
+  BackwardKernelTable t{};
+  t.name = "avx2";
+  t.activation_backward_f32 = bwd_avx2::activation_backward_f32;
+  t.gated_backward_f32 = bwd_avx2::gated_backward_f32;
+  t.layernorm_backward_f32 = bwd_avx2::layernorm_backward_f32;
+  t.rmsnorm_backward_f32 = bwd_avx2::rmsnorm_backward_f32;
+  t.softmax_backward_f32 = bwd_avx2::softmax_backward_f32;
+  t.bias_backward_f32 = bwd_avx2::bias_backward_f32;
+  return t;
+}
+}  // namespace encore::kernels
