@@ -22,16 +22,16 @@ float act_grad_scalar(float x, Act act) {
     case Act::gelu_tanh: {  // (1 + t)/2 + x/2·(1 - t²)·√(2/π)·(1 + 3·0.044715x²), t = tanh(u)
       // t = 1 - 2r, 1 - t² = 4r·(e·r), e = exp(2u) (capped below overflow), r = 1/(1 + e): no cancellation
       const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-      const float e = std::exp(std::min(2.f * u, 88.f)), r = 1.f / (1.f + e);
+      const float e = std::exp(std::min(2.f * u, 80.f)), r = 1.f / (1.f + e);
       const float t = 1.f - 2.f * r, sech2 = 4.f * r * (e * r);
       return 0.5f * (1.f + t) + 0.5f * x * sech2 * 0.79788456080286536f * (1.f + 3.f * 0.044715f * x * x);
     }
     case Act::silu: {  // s·(1 + x·(1 - s)), 1 - s = e·s, e = exp(-x)
-      const float e = std::exp(std::min(-x, 88.f)), s = 1.f / (1.f + e);
+      const float e = std::exp(std::min(-x, 80.f)), s = 1.f / (1.f + e);
       return s * (1.f + x * (e * s));
     }
     case Act::tanh: {  // 1 - tanh(x)² = 4r·(e·r), e = exp(2x), r = 1/(1 + e)
-      const float e = std::exp(std::min(2.f * x, 88.f)), r = 1.f / (1.f + e);
+      const float e = std::exp(std::min(2.f * x, 80.f)), r = 1.f / (1.f + e);
       return 4.f * r * (e * r);
     }
   }
