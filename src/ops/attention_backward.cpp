@@ -1,0 +1,160 @@
+// Scaled dot-product attention: the training forward (saving the pre-dropout probabilities) and the backward,
+// one (batch, head) slice per task as in attention.cpp:
+//   scores = Q_bh·K_bhᵀ ; P = softmax(scores/√d + masks) ; P' = dropout(P) ; out_bh = P'·V_bh
+// Slices write disjoint parts of dq/dk/dv, so there is no reduction across threads; the per-slice GEMMs run
+// single-threaded (detail::parallel_blocks), so the result does not depend on the thread count.
+#include <cmath>
+
+#include "ops/backward.hpp"
+#include "runtime/parallel.hpp"
+
+namespace encore::ops {
+
+namespace {
+
+struct AttnDims {
+  int64_t B, T, S, E, Ev, H, Dh, Dv;
+  float scale;
+};
+
+AttnDims check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads) {
+  ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),
+               ", ", k.shape_str(), ", ", v.shape_str());
+  check_dtype(q, "attention q", DType::f32);
+  check_dtype(k, "attention k", DType::f32);
+  check_dtype(v, "attention v", DType::f32);
+  AttnDims d{};
+  d.B = q.size(0), d.T = q.size(1), d.E = q.size(2), d.S = k.size(1), d.Ev = v.size(2);
+  ENCORE_CHECK(k.size(0) == d.B && v.size(0) == d.B && v.size(1) == d.S && k.size(2) == d.E, "attention: q ",
+               q.shape_str(), ", k ", k.shape_str(), ", v ", v.shape_str(), " do not agree");
+  ENCORE_CHECK(heads > 0 && d.E % heads == 0 && d.Ev % heads == 0, "attention: ", heads,
+               " heads do not divide the dims ", d.E, " and ", d.Ev);
+  ENCORE_CHECK(q.strides()[2] == 1 && k.strides()[2] == 1 && v.strides()[2] == 1,
+               "attention: q, k, v need a contiguous last dimension");
+  d.H = heads, d.Dh = d.E / heads, d.Dv = d.Ev / heads;
+  d.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.Dh)));  // exactly attention_forward's
+  return d;
+}
+
+// *g if defined (checked: shape, f32, last dim contiguous), else a new contiguous tensor of that shape.
+Tensor grad_output(Tensor* g, const char* name, const Shape& shape) {
+  if (g->defined()) {
+    check_shape(*g, name, shape);
+    check_dtype(*g, name, DType::f32);
+    ENCORE_CHECK(g->strides()[2] == 1, name, ": needs a contiguous last dimension, got strides ",
+                 shape_str(g->strides()));
+    return *g;
+  }
+  *g = Tensor::empty(shape);
+  return *g;
+}
+
+}  // namespace
+
+Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                               const AttentionMasks& masks, double dropout_p, bool training, uint64_t seed) {
+  ENCORE_CHECK(probs, "attention_forward_train: probs (the saved probabilities) is required");
+  const AttnDims d = check_qkv(q, k, v, heads);
+  const int64_t B = d.B, T = d.T, S = d.S, Ev = d.Ev, H = d.H, Dh = d.Dh, Dv = d.Dv;
+  const Tensor& am = masks.attn_mask;
+  const bool am3 = am.defined() && am.dim() == 3;
+  if (am.defined()) {
+    if (am3)
+      check_shape(am, "attn_mask", {B * H, T, S});
+    else
+      check_shape(am, "attn_mask", {T, S});
+  }
+  if (masks.key_padding_mask.defined()) check_shape(masks.key_padding_mask, "key_padding_mask", {B, S});
+  ENCORE_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "attention: dropout must be in [0, 1], got ", dropout_p);
+  const bool dropped = training && dropout_p > 0.0;
+
+  Tensor out = Tensor::empty({B, T, Ev});
+  *probs = Tensor::empty({B, H, T, S});
+  const auto& kt = kernels::kernels();
+  const float* qp = q.data<float>();
+  const float* kp = k.data<float>();
+  const float* vp = v.data<float>();
+  const int64_t qB = q.strides()[0], qT = q.strides()[1];
+  const int64_t kB = k.strides()[0], kT = k.strides()[1];
+  const int64_t vB = v.strides()[0], vT = v.strides()[1];
+  const float* am_p = am.defined() ? am.data<float>() : nullptr;
+  const float* kpm_p = masks.key_padding_mask.defined() ? masks.key_padding_mask.data<float>() : nullptr;
+
+  // The same kernel calls, in the same order, as attention_forward; only P' goes to a scratch buffer so that
+  // P itself is kept.
+  runtime::parallel_for(0, B * H, 1, [&](int64_t p0, int64_t p1) {
+    Tensor scratch = dropped ? Tensor::empty({T * S}) : Tensor();
+    for (int64_t bh = p0; bh < p1; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      float* scores = probs->data<float>() + bh * T * S;
+      // scores = Q_bh · K_bhᵀ
+      kt.gemm_f32(false, true, T, S, Dh, 1.f, qp + b * qB + h * Dh, qT, kp + b * kB + h * Dh, kT, 0.f, scores, S);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* mask_a = am_p ? am_p + (am3 ? bh * T * S : 0) + t * S : nullptr;
+        const float* mask_b = kpm_p ? kpm_p + b * S : nullptr;
+        const int64_t limit = masks.causal ? std::min<int64_t>(S, t + 1) : S;
+        kt.softmax_masked_f32(scores + t * S, S, d.scale, mask_a, mask_b, limit);
+      }
+      const float* pv = scores;
+      if (dropped) {
+        kernels::dropout_f32(scratch.data<float>(), nullptr, scores, T * S, static_cast<float>(dropout_p), seed,
+                             static_cast<uint64_t>(bh * T * S));
+        pv = scratch.data<float>();
+      }
+      // out_bh = P' · V_bh
+      kt.gemm_f32(false, false, T, Dv, S, 1.f, pv, S, vp + b * vB + h * Dv, vT, 0.f,
+                  out.data<float>() + b * T * Ev + h * Dv, Ev);
+    }
+  });
+  return out;
+}
+
+void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dlogits, const Tensor& dout, const Tensor& probs,
+                        const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, double dropout_p,
+                        bool training, uint64_t seed) {
+  const AttnDims d = check_qkv(q, k, v, heads);
+  const int64_t B = d.B, T = d.T, S = d.S, E = d.E, Ev = d.Ev, H = d.H, Dh = d.Dh, Dv = d.Dv;
+  check_dtype(dout, "attention dout", DType::f32);
+  check_shape(dout, "attention dout", {B, T, Ev});
+  check_dtype(probs, "attention probs", DType::f32);
+  check_shape(probs, "attention probs", {B, H, T, S});
+  ENCORE_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "attention: dropout must be in [0, 1], got ", dropout_p);
+  const float drop = training ? static_cast<float>(dropout_p) : 0.f;
+
+  Tensor gq = dq ? grad_output(dq, "attention dq", {B, T, E}) : Tensor();
+  Tensor gk = dk ? grad_output(dk, "attention dk", {B, S, E}) : Tensor();
+  Tensor gv = dv ? grad_output(dv, "attention dv", {B, S, Ev}) : Tensor();
+  Tensor gl = dlogits ? Tensor::empty({B, H, T, S}) : Tensor();
+  if (dlogits) *dlogits = gl;
+  Tensor go = dout.contiguous(), pc = probs.contiguous();
+  if (T == 0 || S == 0) {  // nothing attended: every gradient is zero
+    for (Tensor* t : {&gq, &gk, &gv})
+      if (t->defined())
+        for (int64_t b = 0; b < B; ++b) t->select(0, b).copy_from(Tensor::zeros(t->select(0, b).shape()));
+    return;
+  }
+
+  detail::parallel_blocks(B * H, [&](int64_t p0, int64_t p1) {
+    Tensor scratch = Tensor::empty({2 * T * S});
+    for (int64_t bh = p0; bh < p1; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      kernels::AttentionHeadArgs a;
+      a.dout = go.data<float>() + b * T * Ev + h * Dv, a.ld_dout = Ev;
+      a.probs = pc.data<float>() + bh * T * S;
+      a.q = q.data<float>() + b * q.strides()[0] + h * Dh, a.ld_q = q.strides()[1];
+      a.k = k.data<float>() + b * k.strides()[0] + h * Dh, a.ld_k = k.strides()[1];
+      a.v = v.data<float>() + b * v.strides()[0] + h * Dv, a.ld_v = v.strides()[1];
+      a.T = T, a.S = S, a.Dh = Dh, a.Dv = Dv;
+      a.scale = d.scale;
+      a.dropout_p = drop, a.seed = seed, a.offset = static_cast<uint64_t>(bh * T * S);
+      kernels::AttentionHeadGrads g;
+      if (gq.defined()) g.dq = gq.data<float>() + b * gq.strides()[0] + h * Dh, g.ld_dq = gq.strides()[1];
+      if (gk.defined()) g.dk = gk.data<float>() + b * gk.strides()[0] + h * Dh, g.ld_dk = gk.strides()[1];
+      if (gv.defined()) g.dv = gv.data<float>() + b * gv.strides()[0] + h * Dv, g.ld_dv = gv.strides()[1];
+      if (gl.defined()) g.dlogits = gl.data<float>() + bh * T * S;
+      kernels::attention_head_backward_f32(g, a, scratch.data<float>());
+    }
+  });
+}
+
+}  // namespace encore::ops
