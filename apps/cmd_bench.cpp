@@ -21,9 +21,10 @@ void register_bench(CLI::App& app) {
     auto enc = build_encoder(o);
     Tensor x = random_input(o);
     std::printf("%s\n", runtime_info().c_str());
-    std::printf("encoder: %lld layers x d_model %lld, %lld heads, d_ff %lld, %s, %s; %lld parameters\n",
+    std::printf("encoder: %lld layers x d_model %lld, %lld heads, d_ff %lld, %s, %s; %lld parameters; %s\n",
                 (long long)o.layers, (long long)o.d_model, (long long)o.heads, (long long)o.d_ff,
-                o.activation.c_str(), o.norm_first ? "pre-LN" : "post-LN", (long long)enc->num_parameters());
+                o.activation.c_str(), o.norm_first ? "pre-LN" : "post-LN", (long long)enc->num_parameters(),
+                o.dtype.c_str());
     Tensor out;
     for (int i = 0; i < warmup; ++i) out = enc->forward(x);
     std::vector<double> ms;

@@ -117,7 +117,7 @@ void write_embeddings(const std::string& path, const std::vector<std::string>& t
 
 struct EmbedArgs {
   std::vector<std::string> texts;
-  std::string input, output, model, field = "text";
+  std::string input, output, model, field = "text", dtype = "fp32";
   bool jsonl = false, normalize = false, no_normalize = false, no_truncation = false, quiet = false;
   int64_t batch_size = 32, max_length = 0;
   int threads = 0;
@@ -133,6 +133,7 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
   n->excludes(nn);
   cmd->add_flag("--no-truncation", a.no_truncation, "fail on texts longer than max length instead of truncating");
   cmd->add_option("--threads", a.threads, "threads (default: all cores)");
+  cmd->add_option("--dtype", a.dtype, "encoder weights: fp32 or bf16")->capture_default_str();
   if (with_io) {
     cmd->add_option("-i,--input", a.input, "text file, one text per line ('-' for stdin), or JSONL with --jsonl/.jsonl");
     cmd->add_flag("--jsonl", a.jsonl, "read -i as JSONL objects");
@@ -144,7 +145,7 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
 
 SentenceEncoder load_encoder(const EmbedArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  SentenceEncoder enc = SentenceEncoder::load(a.model.empty() ? default_model_dir() : a.model);
+  SentenceEncoder enc = SentenceEncoder::load(a.model.empty() ? default_model_dir() : a.model, parse_dtype(a.dtype));
   if (a.max_length > 0) enc.set_max_seq_length(std::min<int64_t>(a.max_length, enc.model().max_sequence_length()));
   return enc;
 }

@@ -17,6 +17,7 @@ struct StackOptions {
   bool norm_first = false;
   uint64_t seed = 0;
   int threads = 0;  // 0 = default
+  std::string dtype = "fp32";
 };
 
 // Adds --layers --d-model --heads --d-ff --batch --seq --activation --norm-first --seed --threads.

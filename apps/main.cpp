@@ -20,6 +20,8 @@ void add_stack_options(CLI::App& cmd, StackOptions& o) {
   cmd.add_flag("--norm-first", o.norm_first, "Pre-LN instead of Post-LN");
   cmd.add_option("--seed", o.seed, "initialisation seed")->capture_default_str();
   cmd.add_option("--threads", o.threads, "threads (default: all cores)");
+  cmd.add_option("--dtype", o.dtype, "weights for inference: fp32 or bf16 (prepared once, like a loaded model)")
+      ->capture_default_str();
 }
 
 std::unique_ptr<nn::TransformerEncoder> build_encoder(const StackOptions& o) {
@@ -29,6 +31,7 @@ std::unique_ptr<nn::TransformerEncoder> build_encoder(const StackOptions& o) {
                                     o.norm_first);
   auto enc = std::make_unique<nn::TransformerEncoder>(layer, o.layers);
   enc->eval();
+  enc->prepare_inference(parse_dtype(o.dtype));
   return enc;
 }
 

@@ -7,7 +7,14 @@ namespace encore_py {
 void bind_models(py::module_& m) {
   py::class_<encore::AutoModel>(m, "AutoModel",
                                 "A Hugging Face encoder checkpoint directory (config.json + model.safetensors)")
-      .def_static("load", &encore::AutoModel::load, py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def_static(
+          "load",
+          [](const std::string& path, const std::string& dtype) {
+            const encore::DType d = encore::parse_dtype(dtype);
+            py::gil_scoped_release nogil;
+            return encore::AutoModel::load(path, d);
+          },
+          py::arg("path"), py::arg("dtype") = "fp32", "dtype: 'fp32' or 'bf16' encoder weights")
       .def_static("supported_model_types", &encore::AutoModel::supported_model_types)
       .def(
           "__call__",
@@ -52,6 +59,7 @@ void bind_models(py::module_& m) {
         const encore::ModelInfo& i = self.info();
         py::dict d;
         d["model_type"] = i.model_type;
+        d["dtype"] = i.dtype;
         d["architecture"] = i.architecture;
         d["hidden_size"] = i.hidden_size;
         d["num_hidden_layers"] = i.num_layers;

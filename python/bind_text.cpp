@@ -129,12 +129,13 @@ void bind_text(py::module_& m) {
 
   py::class_<encore::SentenceEncoder>(m, "SentenceEncoder",
                                       "A sentence-transformers model directory; path=None is the default model")
-      .def(py::init([](const py::object& path) {
+      .def(py::init([](const py::object& path, const std::string& dtype) {
              std::string dir = path.is_none() ? encore::default_model_dir() : py::str(path).cast<std::string>();
+             const encore::DType d = encore::parse_dtype(dtype);
              py::gil_scoped_release nogil;
-             return encore::SentenceEncoder::load(dir);
+             return encore::SentenceEncoder::load(dir, d);
            }),
-           py::arg("path") = py::none())
+           py::arg("path") = py::none(), py::arg("dtype") = "fp32")
       .def("encode", &encode_python, py::arg("sentences"), py::arg("batch_size") = 32,
            py::arg("normalize_embeddings") = py::none(), py::arg("truncate") = true,
            "float32 embeddings (n, dim), or (dim,) for a single str; normalize_embeddings=None follows the model")

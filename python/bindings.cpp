@@ -50,7 +50,15 @@ PYBIND11_MODULE(_encore, m) {
            })
       .def_property_readonly("training", &nn::Module::is_training)
       .def("num_parameters", &nn::Module::num_parameters)
-      .def("reset_parameters", &nn::Module::reset_parameters, py::arg("seed"));
+      .def("reset_parameters", &nn::Module::reset_parameters, py::arg("seed"))
+      .def(
+          "prepare_inference",
+          [](py::object self, const std::string& dtype) {
+            self.cast<nn::Module&>().prepare_inference(encore::parse_dtype(dtype));
+            return self;
+          },
+          py::arg("dtype") = "fp32",
+          "Snapshot the weights for fast eval-mode inference (fp32 or bf16); dropped by load_state_dict/train()");
 
   py::class_<nn::LayerNorm, nn::Module>(mnn, "LayerNorm")
       .def(py::init<int64_t, double, bool, bool>(), py::arg("normalized_shape"), py::arg("eps") = 1e-5,

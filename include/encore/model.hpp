@@ -38,7 +38,7 @@ struct ModelOutput {
 };
 
 struct ModelInfo {
-  std::string model_type, architecture, hidden_act, head;  // head: "", "sequence_classification", "token_classification"
+  std::string model_type, architecture, hidden_act, head, dtype = "float32";  // head: "", "sequence_classification", "token_classification"
   int64_t hidden_size = 0, num_layers = 0, num_heads = 0, intermediate_size = 0, vocab_size = 0;
   int64_t max_position_embeddings = 0, num_parameters = 0, num_labels = 0, pad_token_id = 0;
   std::vector<std::string> id2label;
@@ -46,7 +46,9 @@ struct ModelInfo {
 
 class AutoModel {
  public:
-  static AutoModel load(const std::string& model_dir);
+  // dtype: float32 (default) or bfloat16 weights for the encoder layers' GEMMs (activations, accumulation,
+  // LayerNorm and softmax stay float32). Weights are prepared (reordered, converted) once here.
+  static AutoModel load(const std::string& model_dir, DType dtype = DType::f32);
   static std::vector<std::string> supported_model_types();
 
   // input_ids (B, T) int64; attention_mask (B, T) int64 1 = token, 0 = padding (undefined = all tokens);

@@ -28,6 +28,10 @@
 
 #include "encore/tensor.hpp"
 
+namespace encore::kernels {
+class PackedLinear;  // weights prepared for repeated GEMMs (internal)
+}
+
 namespace encore::nn {
 
 using StateDict = std::map<std::string, Tensor>;
@@ -66,6 +70,13 @@ class Module {
   // Xavier-uniform for weight matrices, zero biases, unit norm scales, from a seeded RNG.
   void reset_parameters(uint64_t seed);
 
+  // Snapshots the weights for fast inference: reordered once into the GEMM library's preferred layout, in
+  // the compute dtype (float32 or bfloat16; bfloat16 keeps activations, accumulation, LayerNorm and softmax
+  // in float32). Used by forward() in eval mode only. load_state_dict, train() and reset_parameters drop the
+  // snapshot; call it again after changing weights by other means.
+  void prepare_inference(DType dtype = DType::f32);
+  void drop_prepared();
+
   // The prefix used in observer names ("layers.3"); set by parents.
   void set_name(const std::string& name);
   const std::string& name() const { return name_; }
@@ -76,6 +87,8 @@ class Module {
   virtual void for_each_child(const std::function<void(Module&, const std::string&)>& fn) {}
 
  protected:
+  virtual void prepare_own(DType dtype) {}  // this module's own weights (children are visited by prepare_inference)
+  virtual void drop_own() {}
   void observe(const char* what, const Tensor& value) const;
 
  public:
@@ -93,6 +106,11 @@ class Linear : public Module {
   Tensor forward(const Tensor& input) const;
   Tensor weight, bias;  // (out, in), (out) or undefined
   int64_t in_features = 0, out_features = 0;
+  std::shared_ptr<const kernels::PackedLinear> packed;  // set by prepare_inference
+
+ protected:
+  void prepare_own(DType dtype) override;
+  void drop_own() override { packed.reset(); }
 
  public:
   void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
@@ -164,6 +182,11 @@ class MultiheadAttention : public Module {
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
   Linear out_proj;
   uint64_t dropout_seed = 0;
+  std::shared_ptr<const kernels::PackedLinear> packed_in_proj;  // set by prepare_inference (packed Q, K, V)
+
+ protected:
+  void prepare_own(DType dtype) override;
+  void drop_own() override { packed_in_proj.reset(); }
 
  public:
   void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;

@@ -36,7 +36,8 @@ struct PoolingConfig {
 
 class SentenceEncoder {
  public:
-  static SentenceEncoder load(const std::string& model_dir);
+  // dtype: float32 or bfloat16 encoder GEMMs (see AutoModel::load).
+  static SentenceEncoder load(const std::string& model_dir, DType dtype = DType::f32);
 
   Tensor encode(const std::vector<std::string>& texts, const EncodeOptions& options = {}) const;  // (n, dimension)
 

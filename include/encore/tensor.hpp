@@ -22,6 +22,8 @@ namespace encore {
 enum class DType : uint8_t { f32, bf16, f16, i8, u8, i32, i64, boolean };
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
+// "fp32"/"float32", "bf16"/"bfloat16", "int8", ... -> DType; throws listing the accepted names.
+DType parse_dtype(const std::string& name);
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);  // "(2, 5, 64)"

@@ -1,6 +1,11 @@
 // GEMMs through oneDNN: linear layers as cached matmul primitives with bias and activation fused into the
 // epilogue (post-op), and strided row-major GEMM (attention's per-head products) through dnnl_sgemm.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <list>
+#include <vector>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -128,6 +133,156 @@ void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   ENCORE_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st), " for M=", M, " N=", N,
                " K=", K);
+}
+
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
+float bf16_round(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u) {  // inf/nan: truncate, keeping NaN a NaN
+    bits &= 0xffff0000u;
+    if ((bits & 0x007f0000u) == 0 && (x != x)) bits |= 0x00400000u;
+  } else {
+    bits += 0x7fffu + ((bits >> 16) & 1u);  // round half to even
+    bits &= 0xffff0000u;
+  }
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+
+void convert_f32_to_bf16(uint16_t* out, const float* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = bf16_round(in[i]);
+    uint32_t bits;
+    std::memcpy(&bits, &r, 4);
+    out[i] = static_cast<uint16_t>(bits >> 16);
+  }
+}
+
+namespace {
+
+// Cached per M: the matmul primitive for (M, K, N, act) with weights in the layout the primitive chose when
+// weights were prepacked (format "any" resolved once, at creation, for a representative M).
+class OneDnnPackedLinear final : public PackedLinear {
+ public:
+  OneDnnPackedLinear(const float* weight, const float* bias, int64_t n, int64_t k, Precision p) {
+    N = n;
+    K = k;
+    precision = p;
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    wdt_ = p == Precision::bf16 ? dt::bf16 : dt::f32;
+    // Resolve the packed layout with a representative M; primitives for other M are created with the same
+    // weights descriptor (oneDNN's brgemm matmul picks its blocking from K, N and the ISA, not from M).
+    auto pd = make_pd(128, Act::none, dnnl::memory::desc({K, N}, wdt_, tag::any));
+    packed_desc_ = pd.weights_desc();
+    dnnl::memory src_w({{K, N}, dt::f32, tag::ba}, cpu_engine(), const_cast<float*>(weight));
+    packed_ = dnnl::memory(packed_desc_, cpu_engine());
+    dnnl::reorder(src_w, packed_).execute(thread_stream(), src_w, packed_);
+    thread_stream().wait();
+    if (bias) {
+      bias_.assign(bias, bias + N);
+    }
+  }
+
+  void forward(float* out, const float* in, int64_t M, Act act) const override {
+    if (M == 0) return;
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    dnnl::matmul prim = get(M, act);
+    auto& eng = cpu_engine();
+    std::vector<uint16_t> in_bf16;
+    dnnl::memory src;
+    if (wdt_ == dt::bf16) {
+      in_bf16.resize(static_cast<size_t>(M * K));
+      convert_f32_to_bf16(in_bf16.data(), in, M * K);
+      src = dnnl::memory({{M, K}, dt::bf16, tag::ab}, eng, in_bf16.data());
+    } else {
+      src = dnnl::memory({{M, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in));
+    }
+    dnnl::memory dst({{M, N}, dt::f32, tag::ab}, eng, out);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst}};
+    if (!bias_.empty())
+      args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias_.data())));
+    prim.execute(thread_stream(), args);
+    thread_stream().wait();
+  }
+
+ private:
+  dnnl::matmul::primitive_desc make_pd(int64_t M, Act act, const dnnl::memory::desc& wei) const {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    dnnl::memory::desc src({M, K}, wdt_, tag::ab), dst({M, N}, dt::f32, tag::ab), bias({1, N}, dt::f32, tag::ab);
+    dnnl::primitive_attr attr;
+    if (act != Act::none) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.f, onednn_algorithm(act), act == Act::silu ? 1.f : 0.f, 0.f);
+      attr.set_post_ops(ops);
+    }
+    // Bias presence is part of the primitive; the constructor passes none while resolving the layout.
+    if (!bias_.empty()) return {dnnl::matmul::desc(src, wei, bias, dst), attr, cpu_engine()};
+    return {dnnl::matmul::desc(src, wei, dst), attr, cpu_engine()};
+  }
+
+  dnnl::matmul get(int64_t M, Act act) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t key = M * 8 + static_cast<int64_t>(act);
+    auto it = prims_.find(key);
+    if (it != prims_.end()) return it->second;
+    if (prims_.size() > 256) prims_.clear();  // bounded: many distinct token counts cannot grow it forever
+    dnnl::matmul p(make_pd(M, act, packed_desc_));
+    prims_.emplace(key, p);
+    return p;
+  }
+
+  dnnl::memory::data_type wdt_;
+  dnnl::memory::desc packed_desc_;
+  dnnl::memory packed_;
+  std::vector<float> bias_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<int64_t, dnnl::matmul> prims_;
+};
+
+// bf16 on a CPU oneDNN cannot run bf16 GEMMs on: bf16-rounded weights, f32 GEMM (same numbers as bf16 weights
+// with f32 activations; slower than native bf16, never wrong).
+class EmulatedBf16Linear final : public PackedLinear {
+ public:
+  EmulatedBf16Linear(const float* weight, const float* bias, int64_t n, int64_t k) {
+    N = n;
+    K = k;
+    precision = Precision::bf16;
+    native = false;
+    std::vector<float> rounded(static_cast<size_t>(N * K));
+    for (int64_t i = 0; i < N * K; ++i) rounded[i] = bf16_round(weight[i]);
+    inner_ = std::make_unique<OneDnnPackedLinear>(rounded.data(), bias, N, K, Precision::f32);
+  }
+  void forward(float* out, const float* in, int64_t M, Act act) const override { inner_->forward(out, in, M, act); }
+
+ private:
+  std::unique_ptr<OneDnnPackedLinear> inner_;
+};
+
+}  // namespace
+
+std::shared_ptr<const PackedLinear> PackedLinear::create(const float* weight, const float* bias, int64_t N, int64_t K,
+                                                         Precision precision) {
+  ENCORE_CHECK(N > 0 && K > 0, "PackedLinear: empty weight (", N, ", ", K, ")");
+  if (precision == Precision::bf16) {
+    try {
+      return std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision);
+    } catch (const dnnl::error&) {
+      static std::once_flag logged;
+      std::call_once(logged, [] {
+        const char* v = std::getenv("ENCORE_VERBOSE");
+        if (v && std::string(v) == "1")
+          std::fprintf(stderr, "encore: no native bf16 GEMM on this CPU: bf16-rounded weights with fp32 GEMMs\n");
+      });
+      return std::make_shared<EmulatedBf16Linear>(weight, bias, N, K);
+    }
+  }
+  return std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision);
 }
 
 }  // namespace encore::kernels

@@ -4,6 +4,7 @@
 // ENCORE_ISA={avx512,avx2,scalar}. Kernels never spawn threads: callers split rows across threads.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 namespace encore::kernels {
 
@@ -73,6 +74,29 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
                        int64_t K, int64_t N, Act act);
 void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// ---- weights prepared once for repeated GEMMs ----
+enum class Precision { f32, bf16 };
+const char* precision_name(Precision p);
+
+// out(M,N) = act(in(M,K) · weight(N,K)ᵀ + bias(N)) with the weight reordered once into oneDNN's preferred
+// layout and, for bf16, rounded to bfloat16 (the input is rounded per call; accumulation and output stay f32).
+// Where the CPU cannot run a bf16 GEMM, the bf16-rounded weight is kept in f32 and an f32 GEMM is used: the
+// same weights, slower. Immutable after creation; forward() may run concurrently.
+class PackedLinear {
+ public:
+  static std::shared_ptr<const PackedLinear> create(const float* weight, const float* bias, int64_t N, int64_t K,
+                                                    Precision precision);
+  virtual ~PackedLinear() = default;
+  virtual void forward(float* out, const float* in, int64_t M, Act act) const = 0;
+  int64_t N = 0, K = 0;
+  Precision precision = Precision::f32;
+  bool native = true;  // false: bf16 emulated with an f32 GEMM on bf16-rounded weights
+};
+
+// Round-to-nearest-even f32 -> bf16 (bit patterns), and bf16 -> f32.
+void convert_f32_to_bf16(uint16_t* out, const float* in, int64_t n);
+float bf16_round(float x);  // x rounded to the nearest bfloat16, returned as f32
 
 // ---- kernels with a single implementation (memory-bound copies), ref-checked in tests ----
 // out(n, C) = table[ids[i]] rows; ids must be in [0, vocab) (checked by the op, not here).

@@ -19,6 +19,11 @@ class Albert : public EncoderModel {
   std::optional<LinearWeights> pooler, classifier;
   bool token_head = false;
 
+  void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
+    for (auto& g : groups)
+      for (auto& l : g) fn(l);
+  }
+
   ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
                       const ForwardOptions& opt) const override {
     auto [B, T] = check_inputs(ids, mask, types);

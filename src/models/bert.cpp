@@ -15,6 +15,10 @@ class Bert : public EncoderModel {
   std::optional<LinearWeights> pooler, classifier;
   bool token_head = false;
 
+  void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
+    for (auto& l : layers) fn(l);
+  }
+
   ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
                       const ForwardOptions& opt) const override {
     auto [B, T] = check_inputs(ids, mask, types);

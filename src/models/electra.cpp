@@ -15,6 +15,10 @@ class Electra : public EncoderModel {
   std::vector<nn::TransformerEncoderLayer> layers;
   bool token_head = false;
 
+  void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
+    for (auto& l : layers) fn(l);
+  }
+
   ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
                       const ForwardOptions& opt) const override {
     auto [B, T] = check_inputs(ids, mask, types);

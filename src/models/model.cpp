@@ -181,7 +181,7 @@ std::vector<std::string> registered_families() {
   return out;
 }
 
-std::unique_ptr<EncoderModel> load_model(const std::string& model_dir) {
+std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dtype) {
   HfConfig cfg = HfConfig::load(model_dir);
   const std::string type = cfg.get_string("model_type");
   auto it = registry().find(type);
@@ -193,6 +193,8 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir) {
   io::WeightStore store = io::WeightStore::open_dir(model_dir);
   auto model = it->second(cfg, store);
   model->info.model_type = type;
+  model->for_each_layer([&](nn::TransformerEncoderLayer& layer) { layer.prepare_inference(dtype); });
+  model->info.dtype = dtype_name(dtype);
   if (cfg.has("architectures") && cfg.json()["architectures"].is_array() && !cfg.json()["architectures"].empty() &&
       cfg.json()["architectures"][0].is_string())
     model->info.architecture = cfg.json()["architectures"][0].get<std::string>();
@@ -358,8 +360,8 @@ namespace encore {
 
 AutoModel::AutoModel(std::shared_ptr<models::EncoderModel> impl) : impl_(std::move(impl)) {}
 
-AutoModel AutoModel::load(const std::string& model_dir) {
-  return AutoModel(std::shared_ptr<models::EncoderModel>(models::load_model(model_dir)));
+AutoModel AutoModel::load(const std::string& model_dir, DType dtype) {
+  return AutoModel(std::shared_ptr<models::EncoderModel>(models::load_model(model_dir, dtype)));
 }
 
 std::vector<std::string> AutoModel::supported_model_types() { return models::registered_families(); }

@@ -82,6 +82,8 @@ class EncoderModel {
   virtual ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
                               const ForwardOptions& options) const = 0;
   virtual int64_t max_sequence_length() const { return info.max_position_embeddings; }
+  // Every encoder layer the model runs (shared ALBERT layers once each).
+  virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
   ModelInfo info;
 };
 
@@ -93,7 +95,7 @@ std::unique_ptr<EncoderModel> load_electra(const HfConfig&, const io::WeightStor
 std::unique_ptr<EncoderModel> load_distilbert(const HfConfig&, const io::WeightStore&);
 std::unique_ptr<EncoderModel> load_albert(const HfConfig&, const io::WeightStore&);
 std::unique_ptr<EncoderModel> load_mpnet(const HfConfig&, const io::WeightStore&);
-std::unique_ptr<EncoderModel> load_model(const std::string& model_dir);
+std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dtype = DType::f32);
 std::vector<std::string> registered_families();
 
 // Finds which prefix the base model's weights use ("" or e.g. "bert.") by probing probe_name.

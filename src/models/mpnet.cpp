@@ -39,6 +39,10 @@ class MPNet : public EncoderModel {
 
   int64_t max_sequence_length() const override { return info.max_position_embeddings - info.pad_token_id - 1; }
 
+  void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
+    for (auto& l : layers) fn(l);
+  }
+
   ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
                       const ForwardOptions& opt) const override {
     auto [B, T] = check_inputs(ids, mask, types);

@@ -108,7 +108,7 @@ struct SentenceEncoder::Impl {
 
 SentenceEncoder::SentenceEncoder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-SentenceEncoder SentenceEncoder::load(const std::string& model_dir) {
+SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype) {
   auto impl = std::make_shared<Impl>();
   impl->dir = model_dir;
   const fs::path root(model_dir);
@@ -131,7 +131,7 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir) {
   for (auto& [type, dir] : modules) {
     if (ends_with(type, ".Transformer")) {
       ENCORE_CHECK(!impl->model, "modules.json: more than one Transformer module");
-      impl->model = std::make_shared<AutoModel>(AutoModel::load(dir.string()));
+      impl->model = std::make_shared<AutoModel>(AutoModel::load(dir.string(), dtype));
       impl->tokenizer = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
       impl->tokenizer_whole = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
       impl->tokenizer->set_padding(std::nullopt);
@@ -145,7 +145,8 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir) {
         impl->do_lower_case = sb.value("do_lower_case", false);
       }
       impl->dimension = impl->model->info().hidden_size;
-      impl->description.push_back("Transformer: " + impl->model->info().model_type + ", hidden " +
+      impl->description.push_back("Transformer: " + impl->model->info().model_type + ", " +
+                                  impl->model->info().dtype + ", hidden " +
                                   std::to_string(impl->dimension) + ", max_seq_length " +
                                   std::to_string(impl->max_seq_length));
     } else if (ends_with(type, ".Pooling")) {

@@ -49,6 +49,14 @@ void MultiheadAttention::for_each_child(const std::function<void(Module&, const 
   fn(out_proj, "out_proj");
 }
 
+void MultiheadAttention::prepare_own(DType dtype) {
+  if (in_proj_weight.defined())
+    packed_in_proj = kernels::PackedLinear::create(
+        in_proj_weight.contiguous().data<float>(),
+        in_proj_bias.defined() ? in_proj_bias.contiguous().data<float>() : nullptr, 3 * embed_dim, embed_dim,
+        detail::precision_of(dtype));
+}
+
 static bool same_tensor(const Tensor& a, const Tensor& b) {
   return a.raw_data() == b.raw_data() && a.shape() == b.shape() && a.strides() == b.strides();
 }
@@ -96,7 +104,8 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
   Tensor q, k, v;
   if (packed && same_tensor(q_in, k_in) && same_tensor(k_in, v_in)) {
     // Self-attention: one GEMM for Q, K and V; heads read strided views of the packed (B, T, 3E) result.
-    Tensor qkv = ops::linear_forward(q_in, in_proj_weight, in_proj_bias);
+    Tensor qkv = packed_in_proj && !training_ ? ops::linear_forward(q_in, *packed_in_proj)
+                                              : ops::linear_forward(q_in, in_proj_weight, in_proj_bias);
     observe("qkv", qkv);
     q = qkv.slice(2, 0, E);
     k = qkv.slice(2, E, 2 * E);
@@ -123,7 +132,7 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
                                         training_, detail::next_seed());
   observe("heads", heads);
   AttentionResult r;
-  r.output = ops::linear_forward(heads, out_proj.weight, out_proj.bias);
+  r.output = detail::linear(out_proj, heads, training_);
   observe("out", r.output);
   if (need_weights) {
     if (average_attn_weights) {  // mean over heads: (B, H, T, S) -> (B, T, S)

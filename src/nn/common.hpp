@@ -10,6 +10,10 @@ Tensor to_batch_first(const Tensor& x, bool batch_first, const char* name);
 // Inverse of to_batch_first for outputs.
 Tensor from_batch_first(const Tensor& x, bool batch_first);
 
+// act(x·Wᵀ + b) through the module's prepared weights in eval mode when it has them, else the plain weights.
+Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act act = kernels::Act::none);
+kernels::Precision precision_of(DType dtype);  // f32 or bf16; anything else throws
+
 kernels::Act pointwise_act(Activation a);  // the activation applied to linear1's output (gate's act if gated)
 bool is_gated(Activation a);
 

@@ -106,10 +106,22 @@ void Module::load_state_dict(const StateDict& sd, bool strict) {
     throw Error(msg);
   }
   // All checks passed: only now copy, so a failed load leaves the module unchanged.
+  drop_prepared();
   for (auto& [name, t] : params) {
     auto it = sd.find(name);
     if (it != sd.end()) t->copy_from(it->second);
   }
+}
+
+void Module::prepare_inference(DType dtype) {
+  detail::precision_of(dtype);  // validates before anything changes
+  prepare_own(dtype);
+  for_each_child([&](Module& child, const std::string&) { child.prepare_inference(dtype); });
+}
+
+void Module::drop_prepared() {
+  drop_own();
+  for_each_child([&](Module& child, const std::string&) { child.drop_prepared(); });
 }
 
 int64_t Module::num_parameters() {
@@ -119,12 +131,14 @@ int64_t Module::num_parameters() {
 }
 
 void Module::train(bool mode) {
+  if (mode) drop_own();  // training changes weights: the inference snapshot would go stale
   training_ = mode;
   for_each_child([&](Module& child, const std::string&) { child.train(mode); });
 }
 
 void Module::reset_parameters(uint64_t seed) {
   if (t_no_init) return;
+  drop_prepared();
   for (auto& [name, t] : named_parameters()) {
     float* p = t->data<float>();
     const int64_t n = t->numel();
@@ -166,7 +180,13 @@ void Linear::collect_parameters(const std::string& prefix, std::vector<std::pair
 Tensor Linear::forward(const Tensor& input) const {
   ENCORE_CHECK(input.dim() >= 1 && input.size(-1) == in_features, "Linear: input: expected last dimension ",
                in_features, ", got ", input.shape_str());
-  return ops::linear_forward(input, weight, bias);
+  return detail::linear(*this, input, training_);
+}
+
+void Linear::prepare_own(DType dtype) {
+  packed = kernels::PackedLinear::create(weight.contiguous().data<float>(),
+                                         bias.defined() ? bias.contiguous().data<float>() : nullptr, out_features,
+                                         in_features, detail::precision_of(dtype));
 }
 
 // ---------------- LayerNorm / RMSNorm ----------------
@@ -284,6 +304,17 @@ Tensor from_batch_first(const Tensor& x, bool batch_first) {
   return batch_first ? x : x.transpose(0, 1).contiguous();
 }
 
+Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act act) {
+  if (lin.packed && !training) return ops::linear_forward(x, *lin.packed, act);
+  return ops::linear_forward(x, lin.weight, lin.bias, act);
+}
+
+kernels::Precision precision_of(DType dtype) {
+  if (dtype == DType::f32) return kernels::Precision::f32;
+  if (dtype == DType::bf16) return kernels::Precision::bf16;
+  throw Error(std::string("inference dtype ") + dtype_name(dtype) + " is not supported (float32, bfloat16)");
+}
+
 bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
 
 kernels::Act pointwise_act(Activation a) {
@@ -302,13 +333,13 @@ Tensor feed_forward(const Module& owner, const Tensor& x, const Linear& linear1,
                     Activation activation, double dropout, bool training) {
   Tensor hidden;
   if (is_gated(activation)) {
-    hidden = ops::gated_forward(ops::linear_forward(x, linear1.weight, linear1.bias), pointwise_act(activation));
+    hidden = ops::gated_forward(linear(linear1, x, training), pointwise_act(activation));
   } else {
-    hidden = ops::linear_forward(x, linear1.weight, linear1.bias, pointwise_act(activation));
+    hidden = linear(linear1, x, training, pointwise_act(activation));
   }
   observe(owner.name() + ".ffn.hidden", hidden);
   hidden = ops::dropout_forward(hidden, dropout, training, next_seed());
-  return ops::linear_forward(hidden, linear2.weight, linear2.bias);
+  return linear(linear2, hidden, training);
 }
 
 }  // namespace detail

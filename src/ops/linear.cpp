@@ -21,4 +21,17 @@ Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
   return out;
 }
 
+Tensor linear_forward(const Tensor& x, const kernels::PackedLinear& w, Act act) {
+  check_dtype(x, "linear input", DType::f32);
+  ENCORE_CHECK(x.dim() >= 1 && x.size(-1) == w.K, "linear input: expected last dimension ", w.K, ", got ",
+               x.shape_str());
+  Tensor xc = x.contiguous();
+  const int64_t M = xc.numel() / std::max<int64_t>(w.K, 1);
+  Shape out_shape = x.shape();
+  out_shape.back() = w.N;
+  Tensor out = Tensor::empty(out_shape);
+  w.forward(out.data<float>(), xc.data<float>(), M, act);
+  return out;
+}
+
 }  // namespace encore::ops

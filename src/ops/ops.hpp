@@ -14,6 +14,9 @@ using kernels::Act;
 // x (..., K), weight (N, K), bias (N) or undefined -> act(x·weightᵀ + bias) (..., N). x must be contiguous.
 Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Act act = Act::none);
 
+// The same with a weight prepared by kernels::PackedLinear (shape checks against its N, K).
+Tensor linear_forward(const Tensor& x, const kernels::PackedLinear& weight, Act act = Act::none);
+
 // Over the last dim C. weight/bias (C) or undefined. mean/rstd (rows) are filled when defined.
 Tensor layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                          Tensor* mean = nullptr, Tensor* rstd = nullptr);
