@@ -47,7 +47,8 @@ struct AttentionMasks {
 
 // Scaled dot-product attention over heads. q (B, T, E), k (B, S, E), v (B, S, Ev) with last dim contiguous
 // and any row strides (views into a packed QKV buffer are fine). Returns (B, T, Ev) with heads concatenated.
-// probs, if non-null, receives the per-head probabilities (B, H, T, S) after masking (before dropout).
+// probs, if non-null, receives the per-head probabilities (B, H, T, S) after masking - and after dropout in
+// training mode, as torch returns attention weights (training code uses attention_forward_train instead).
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed);

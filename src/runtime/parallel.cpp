@@ -9,7 +9,10 @@ namespace {
 int initial_threads() {
   if (const char* v = std::getenv("ENCORE_NUM_THREADS")) {
     int n = std::atoi(v);
-    if (n >= 1) return n;
+    if (n >= 1) {
+      omp_set_num_threads(n);  // oneDNN's OpenMP runtime follows it too
+      return n;
+    }
   }
   return omp_get_max_threads();
 }
