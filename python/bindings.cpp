@@ -49,6 +49,15 @@ PYBIND11_MODULE(_encore, m) {
              return self;
            })
       .def_property_readonly("training", &nn::Module::is_training)
+      .def(
+          "grads",
+          [](nn::Module& self) {
+            py::dict d;
+            for (auto& [name, g] : self.named_grads()) d[py::str(name)] = to_numpy(*g);
+            return d;
+          },
+          "parameter gradients by state_dict name (views of encore's buffers; backward accumulates into them)")
+      .def("zero_grad", &nn::Module::zero_grad)
       .def("num_parameters", &nn::Module::num_parameters)
       .def("reset_parameters", &nn::Module::reset_parameters, py::arg("seed"))
       .def(
@@ -61,6 +70,17 @@ PYBIND11_MODULE(_encore, m) {
           "Snapshot the weights for fast eval-mode inference (fp32 or bf16); dropped by load_state_dict/train()");
 
   py::class_<nn::LayerNorm, nn::Module>(mnn, "LayerNorm")
+      .def(
+          "backward",
+          [](const nn::LayerNorm& self, const py::object& grad_output) {
+            Tensor g = float_tensor(grad_output, "grad_output");
+            py::gil_scoped_release nogil;
+            Tensor dx = self.backward(g);
+            py::gil_scoped_acquire gil;
+            return to_numpy(dx);
+          },
+          py::arg("grad_output"),
+          "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())")
       .def(py::init<int64_t, double, bool, bool>(), py::arg("normalized_shape"), py::arg("eps") = 1e-5,
            py::arg("elementwise_affine") = true, py::arg("bias") = true)
       .def(py::init<const Shape&, double, bool, bool>(), py::arg("normalized_shape"), py::arg("eps") = 1e-5,
@@ -104,6 +124,17 @@ PYBIND11_MODULE(_encore, m) {
     return py::make_tuple(to_numpy(r.output), to_numpy(r.weights));
   };
   py::class_<nn::MultiheadAttention, nn::Module>(mnn, "MultiheadAttention")
+      .def(
+          "backward",
+          [](const nn::MultiheadAttention& self, const py::object& grad_output) {
+            Tensor g = float_tensor(grad_output, "grad_output");
+            py::gil_scoped_release nogil;
+            Tensor dx = self.backward(g);
+            py::gil_scoped_acquire gil;
+            return to_numpy(dx);
+          },
+          py::arg("grad_output"),
+          "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())")
       .def(py::init<int64_t, int64_t, double, bool, bool, bool, std::optional<int64_t>, std::optional<int64_t>, bool>(),
            py::arg("embed_dim"), py::arg("num_heads"), py::arg("dropout") = 0.0, py::arg("bias") = true,
            py::arg("add_bias_kv") = false, py::arg("add_zero_attn") = false, py::arg("kdim") = py::none(),
@@ -129,6 +160,17 @@ PYBIND11_MODULE(_encore, m) {
     return to_numpy(out);
   };
   py::class_<nn::TransformerEncoderLayer, nn::Module>(mnn, "TransformerEncoderLayer")
+      .def(
+          "backward",
+          [](const nn::TransformerEncoderLayer& self, const py::object& grad_output) {
+            Tensor g = float_tensor(grad_output, "grad_output");
+            py::gil_scoped_release nogil;
+            Tensor dx = self.backward(g);
+            py::gil_scoped_acquire gil;
+            return to_numpy(dx);
+          },
+          py::arg("grad_output"),
+          "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())")
       .def(py::init<int64_t, int64_t, int64_t, double, const std::string&, double, bool, bool, bool>(),
            py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
            py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
@@ -152,6 +194,17 @@ PYBIND11_MODULE(_encore, m) {
     return to_numpy(out);
   };
   py::class_<nn::TransformerEncoder, nn::Module>(mnn, "TransformerEncoder")
+      .def(
+          "backward",
+          [](const nn::TransformerEncoder& self, const py::object& grad_output) {
+            Tensor g = float_tensor(grad_output, "grad_output");
+            py::gil_scoped_release nogil;
+            Tensor dx = self.backward(g);
+            py::gil_scoped_acquire gil;
+            return to_numpy(dx);
+          },
+          py::arg("grad_output"),
+          "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())")
       .def(py::init([](const nn::TransformerEncoderLayer& layer, int64_t num_layers, std::optional<nn::LayerNorm> norm,
                        bool /*enable_nested_tensor*/, bool /*mask_check*/, bool share_parameters) {
              return nn::TransformerEncoder(layer, num_layers, std::move(norm), share_parameters);

@@ -36,6 +36,14 @@ namespace encore::nn {
 
 using StateDict = std::map<std::string, Tensor>;
 
+// A parameter as its module lists it: torch's state_dict name, the tensor, and its gradient (allocated as
+// zeros by named_grads()/zero_grad() or by the first backward).
+struct ParamRef {
+  std::string name;
+  Tensor* param;
+  Tensor* grad;
+};
+
 // Called with every named intermediate activation ("layers.3.self_attn.out") when installed; see ScopedObserver.
 using Observer = std::function<void(const std::string& name, const Tensor& value)>;
 
@@ -53,19 +61,35 @@ class ScopedObserver {
 
 class Module {
  public:
+  Module() = default;
+  Module(const Module& other) : training_(other.training_), name_(other.name_) {}  // saved activations stay behind
+  Module& operator=(const Module& other) {
+    training_ = other.training_;
+    name_ = other.name_;
+    saved_.clear();
+    return *this;
+  }
   virtual ~Module() = default;
 
   // Parameters with torch's state_dict names, in registration order.
   std::vector<std::pair<std::string, Tensor*>> named_parameters();
+  // Gradients by the same names (zeros allocated for any not yet touched). backward() accumulates into them.
+  std::vector<std::pair<std::string, Tensor*>> named_grads();
+  void zero_grad();
   StateDict state_dict();  // tensors share storage with the module
   // Copies every tensor of sd into the parameter of the same name. strict: keys must match exactly.
   // Throws encore::Error naming a missing or unexpected key, a wrong shape or a non-float32 dtype.
   void load_state_dict(const StateDict& sd, bool strict = true);
   int64_t num_parameters();
 
+  // Training mode: forward() saves what backward() needs (one entry per call, used last-in first-out, so a
+  // layer applied several times in one forward - shared parameters - is handled); eval mode saves nothing.
+  // The public forward() of the module you call clears what an earlier call left. backward(dout) returns the
+  // gradient of the input and ACCUMULATES parameter gradients (named_grads()). Not thread-safe in training.
   void train(bool mode = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  void clear_saved() const;  // drops saved activations here and below
 
   // Xavier-uniform for weight matrices, zero biases, unit norm scales, from a seeded RNG.
   void reset_parameters(uint64_t seed);
@@ -83,10 +107,24 @@ class Module {
 
  public:
   // Subclasses list their own parameters (prefix + "weight", ...) and recurse into children.
-  virtual void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) = 0;
+  virtual void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) = 0;
   virtual void for_each_child(const std::function<void(Module&, const std::string&)>& fn) {}
 
  protected:
+  template <typename T>
+  void push_saved(std::shared_ptr<T> value) const {
+    saved_.push_back(std::move(value));
+  }
+  template <typename T>
+  std::shared_ptr<T> pop_saved(const char* who) const {
+    ENCORE_CHECK(!saved_.empty(), who, ".backward: no saved forward pass (call forward() in training mode first, "
+                 "once per backward)");
+    auto v = std::static_pointer_cast<T>(saved_.back());
+    saved_.pop_back();
+    return v;
+  }
+  static Tensor& grad_of(Tensor& grad, const Tensor& param);  // zeros of param's shape on first use
+  mutable std::vector<std::shared_ptr<void>> saved_;
   virtual void prepare_own(DType dtype) {}  // this module's own weights (children are visited by prepare_inference)
   virtual void drop_own() {}
   void observe(const char* what, const Tensor& value) const;
@@ -105,6 +143,7 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& input) const;
   Tensor weight, bias;  // (out, in), (out) or undefined
+  Tensor dweight, dbias;
   int64_t in_features = 0, out_features = 0;
   std::shared_ptr<const kernels::PackedLinear> packed;  // set by prepare_inference
 
@@ -113,7 +152,7 @@ class Linear : public Module {
   void drop_own() override { packed.reset(); }
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
 };
 
 class LayerNorm : public Module {
@@ -124,12 +163,14 @@ class LayerNorm : public Module {
   explicit LayerNorm(const Shape& normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
                      bool bias = true);
   Tensor forward(const Tensor& input) const;
-  Tensor weight, bias;
+  Tensor backward(const Tensor& grad_output) const;
+  Tensor apply(const Tensor& input) const;  // forward without clearing earlier saves (for use inside layers)
+  Tensor weight, bias, dweight, dbias;
   Shape normalized_shape;
   double eps = 1e-5;
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
 };
 
 class RMSNorm : public Module {
@@ -140,12 +181,12 @@ class RMSNorm : public Module {
   explicit RMSNorm(const Shape& normalized_shape, std::optional<double> eps = std::nullopt,
                    bool elementwise_affine = true);
   Tensor forward(const Tensor& input) const;
-  Tensor weight;
+  Tensor weight, dweight;
   Shape normalized_shape;
   double eps = 0;
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
 };
 
 // Activation of the position-wise feed-forward network. Gated kinds (swiglu, geglu) make linear1 produce
@@ -170,6 +211,9 @@ class MultiheadAttention : public Module {
                           const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
                           const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                           bool is_causal = false) const;
+  // Self-attention backward (query = key = value, packed in-projection): the gradient of the query.
+  Tensor backward(const Tensor& grad_output) const;
+  Tensor backward_batch_first(const Tensor& grad_output) const;
   // The same on batch-first 3-D tensors, the form layers use internally.
   AttentionResult forward_batch_first(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const Tensor& key_padding_mask, bool need_weights, const Tensor& attn_mask,
@@ -180,6 +224,7 @@ class MultiheadAttention : public Module {
   bool batch_first = false;
   // torch's layout: packed in_proj_weight (3E, E) when kdim == vdim == E, else separate q/k/v weights.
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
+  Tensor din_proj_weight, dq_proj_weight, dk_proj_weight, dv_proj_weight, din_proj_bias;
   Linear out_proj;
   uint64_t dropout_seed = 0;
   std::shared_ptr<const kernels::PackedLinear> packed_in_proj;  // set by prepare_inference (packed Q, K, V)
@@ -189,7 +234,7 @@ class MultiheadAttention : public Module {
   void drop_own() override { packed_in_proj.reset(); }
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
   void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
 };
 
@@ -207,6 +252,14 @@ class TransformerEncoderLayer : public Module {
   // Batch-first 3-D form; when attn_weights is non-null it receives per-head weights (B, H, T, T).
   Tensor forward_batch_first(const Tensor& x, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                              bool is_causal, Tensor* attn_weights = nullptr) const;
+  Tensor backward(const Tensor& grad_output) const;  // gradient of src, in src's layout
+  Tensor backward_batch_first(const Tensor& grad_output) const;
+
+ protected:
+  Tensor forward_train(const Tensor& x, const Tensor& src_mask, const Tensor& src_key_padding_mask, bool is_causal,
+                       Tensor* attn_weights) const;
+
+ public:
 
   MultiheadAttention self_attn;
   Linear linear1, linear2;
@@ -217,7 +270,7 @@ class TransformerEncoderLayer : public Module {
   bool batch_first = false, norm_first = false;
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
   void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
 };
 
@@ -237,6 +290,7 @@ class TransformerEncoder : public Module {
                      std::optional<LayerNorm> norm = std::nullopt, bool share_parameters = false);
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  std::optional<bool> is_causal = std::nullopt, EncoderTrace* trace = nullptr) const;
+  Tensor backward(const Tensor& grad_output) const;  // gradient of src, in src's layout
 
   std::vector<TransformerEncoderLayer> layers;
   std::optional<LayerNorm> norm;
@@ -245,7 +299,7 @@ class TransformerEncoder : public Module {
   bool batch_first = false;
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
   void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
 };
 
@@ -275,7 +329,7 @@ class TransformerDecoderLayer : public Module {
   bool batch_first = false, norm_first = false;
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
   void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
 };
 
@@ -295,7 +349,7 @@ class TransformerDecoder : public Module {
   bool batch_first = false;
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
   void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
 };
 
@@ -317,7 +371,7 @@ class Transformer : public Module {
   bool batch_first = false;
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
   void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
 };
 
@@ -333,12 +387,13 @@ class Embeddings : public Module {
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(), int64_t past_length = 0) const;
 
   Tensor word_embeddings, position_embeddings, token_type_embeddings;  // (V, C), (P, C), (types, C)
+  Tensor dword_embeddings, dposition_embeddings, dtoken_type_embeddings;
   int64_t vocab_size = 0, d_model = 0, max_positions = 0, type_vocab_size = 0;
   PositionKind positions = PositionKind::none;
   bool scale_by_sqrt_d = false;
 
  public:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) override;
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
 };
 
 // While alive on this thread, module constructors allocate parameters without initialising them (for

@@ -1,5 +1,15 @@
 // MultiheadAttention as torch.nn.MultiheadAttention: packed or separate in-projections, masks, weights.
 #include "nn/common.hpp"
+#include "ops/backward.hpp"
+
+namespace encore::nn {
+// What self-attention backward needs from its forward.
+struct MhaSaved {
+  bool self_attention = false;
+  Tensor x, q, k, v, probs, heads;
+  uint64_t seed = 0;
+};
+}  // namespace encore::nn
 
 namespace encore::nn {
 
@@ -34,19 +44,51 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, d
 }
 
 void MultiheadAttention::collect_parameters(const std::string& prefix,
-                                            std::vector<std::pair<std::string, Tensor*>>& out) {
-  if (in_proj_weight.defined()) out.emplace_back(prefix + "in_proj_weight", &in_proj_weight);
+                                            std::vector<ParamRef>& out) {
+  if (in_proj_weight.defined()) out.push_back({prefix + "in_proj_weight", &in_proj_weight, &din_proj_weight});
   if (q_proj_weight.defined()) {
-    out.emplace_back(prefix + "q_proj_weight", &q_proj_weight);
-    out.emplace_back(prefix + "k_proj_weight", &k_proj_weight);
-    out.emplace_back(prefix + "v_proj_weight", &v_proj_weight);
+    out.push_back({prefix + "q_proj_weight", &q_proj_weight, &dq_proj_weight});
+    out.push_back({prefix + "k_proj_weight", &k_proj_weight, &dk_proj_weight});
+    out.push_back({prefix + "v_proj_weight", &v_proj_weight, &dv_proj_weight});
   }
-  if (in_proj_bias.defined()) out.emplace_back(prefix + "in_proj_bias", &in_proj_bias);
+  if (in_proj_bias.defined()) out.push_back({prefix + "in_proj_bias", &in_proj_bias, &din_proj_bias});
   out_proj.collect_parameters(prefix + "out_proj.", out);
 }
 
 void MultiheadAttention::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
   fn(out_proj, "out_proj");
+}
+
+Tensor MultiheadAttention::backward(const Tensor& grad_output) const {
+  ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
+               "MultiheadAttention.backward: grad_output must be 2-D or 3-D");
+  if (grad_output.dim() == 2) return backward_batch_first(grad_output.unsqueeze(0)).select(0, 0).contiguous();
+  return detail::from_batch_first(backward_batch_first(detail::to_batch_first(grad_output, batch_first, "grad_output")),
+                                  batch_first);
+}
+
+Tensor MultiheadAttention::backward_batch_first(const Tensor& dout) const {
+  auto sv = pop_saved<MhaSaved>("MultiheadAttention");
+  ENCORE_CHECK(sv->self_attention, "MultiheadAttention.backward: only self-attention (query is key is value) with "
+               "the packed in-projection is supported so far");
+  ENCORE_CHECK(dout.shape() == sv->heads.shape(), "MultiheadAttention.backward: grad_output: expected shape ",
+               sv->heads.shape_str(), ", got ", dout.shape_str());
+  const int64_t E = embed_dim;
+  // in the forward pass this was:  out = heads·out_projᵀ + b
+  Tensor dheads;
+  Tensor& dwo = grad_of(const_cast<Tensor&>(out_proj.dweight), out_proj.weight);
+  Tensor* dbo = out_proj.bias.defined() ? &grad_of(const_cast<Tensor&>(out_proj.dbias), out_proj.bias) : nullptr;
+  ops::linear_backward(&dheads, &dwo, dbo, dout.contiguous(), Tensor(), sv->heads, out_proj.weight);
+  // in the forward pass this was:  heads = attention(q, k, v) with q, k, v views of qkv = x·in_projᵀ + b
+  Tensor dqkv = Tensor::empty({sv->x.size(0), sv->x.size(1), 3 * E});
+  Tensor dq = dqkv.slice(2, 0, E), dk = dqkv.slice(2, E, 2 * E), dv = dqkv.slice(2, 2 * E, 3 * E);
+  ops::attention_backward(&dq, &dk, &dv, nullptr, dheads, sv->probs, sv->q, sv->k, sv->v, num_heads, dropout, true,
+                          sv->seed);
+  Tensor dx;
+  Tensor& dw = grad_of(const_cast<Tensor&>(din_proj_weight), in_proj_weight);
+  Tensor* db = in_proj_bias.defined() ? &grad_of(const_cast<Tensor&>(din_proj_bias), in_proj_bias) : nullptr;
+  ops::linear_backward(&dx, &dw, db, dqkv, Tensor(), sv->x, in_proj_weight);
+  return dx;
 }
 
 void MultiheadAttention::prepare_own(DType dtype) {
@@ -66,6 +108,7 @@ AttentionResult MultiheadAttention::forward(const Tensor& query, const Tensor& k
                                             const Tensor& attn_mask, bool average_attn_weights,
                                             bool is_causal) const {
   ENCORE_CHECK(query.defined() && key.defined() && value.defined(), "MultiheadAttention: query, key and value are required");
+  if (training_) clear_saved();
   ENCORE_CHECK(query.dim() == 2 || query.dim() == 3, "MultiheadAttention: query: expected 2-D (unbatched) or 3-D, got ",
                query.shape_str());
   if (query.dim() == 2) {  // unbatched (T, E): run as a batch of one
@@ -128,8 +171,24 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
   masks.key_padding_mask = ops::additive_mask(key_padding_mask, "key_padding_mask");
   masks.causal = is_causal && !attn_mask.defined();
   Tensor probs;
-  Tensor heads = ops::attention_forward(q, k, v, num_heads, masks, need_weights ? &probs : nullptr, dropout,
-                                        training_, detail::next_seed());
+  const uint64_t seed = detail::next_seed();
+  std::shared_ptr<MhaSaved> sv;
+  Tensor heads;
+  if (training_) {  // save what backward needs; probabilities before dropout
+    sv = std::make_shared<MhaSaved>();
+    sv->self_attention = packed && same_tensor(q_in, k_in) && same_tensor(k_in, v_in);
+    sv->x = q_in;
+    sv->q = q;
+    sv->k = k;
+    sv->v = v;
+    sv->seed = seed;
+    heads = ops::attention_forward_train(&sv->probs, q, k, v, num_heads, masks, dropout, true, seed);
+    if (need_weights) probs = sv->probs;
+    sv->heads = heads;
+    push_saved(sv);
+  } else {
+    heads = ops::attention_forward(q, k, v, num_heads, masks, need_weights ? &probs : nullptr, dropout, false, seed);
+  }
   observe("heads", heads);
   AttentionResult r;
   r.output = detail::linear(out_proj, heads, training_);

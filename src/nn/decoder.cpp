@@ -47,7 +47,7 @@ TransformerDecoderLayer& TransformerDecoderLayer::operator=(const TransformerDec
 }
 
 void TransformerDecoderLayer::collect_parameters(const std::string& prefix,
-                                                 std::vector<std::pair<std::string, Tensor*>>& out) {
+                                                 std::vector<ParamRef>& out) {
   self_attn.collect_parameters(prefix + "self_attn.", out);
   multihead_attn.collect_parameters(prefix + "multihead_attn.", out);
   linear1.collect_parameters(prefix + "linear1.", out);
@@ -72,6 +72,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
                                         const Tensor& memory_key_padding_mask, bool tgt_is_causal,
                                         bool memory_is_causal) const {
   ENCORE_CHECK(tgt.defined() && memory.defined(), "TransformerDecoderLayer: tgt and memory are required");
+  if (training_) clear_saved();  // decoder backward is not implemented yet: nothing may accumulate
   if (tgt.dim() == 2) {
     ENCORE_CHECK(memory.dim() == 2, "TransformerDecoderLayer: unbatched tgt needs 2-D memory, got ", memory.shape_str());
     auto u = [](const Tensor& m) { return m.defined() ? m.unsqueeze(0) : m; };
@@ -110,21 +111,21 @@ Tensor TransformerDecoderLayer::forward_batch_first(const Tensor& x, const Tenso
   if (norm_first) {
     // x = x + sa(norm1(x)) ; x = x + mha(norm2(x), mem) ; x = x + ff(norm3(x))
     Tensor h = x.clone();
-    ops::add_forward_(h, sa_block(norm1.forward(h)));
-    ops::add_forward_(h, mha_block(norm2.forward(h)));
-    ops::add_forward_(h, ff_block(norm3.forward(h)));
+    ops::add_forward_(h, sa_block(norm1.apply(h)));
+    ops::add_forward_(h, mha_block(norm2.apply(h)));
+    ops::add_forward_(h, ff_block(norm3.apply(h)));
     out = h;
   } else {
     // x = norm1(x + sa(x)) ; x = norm2(x + mha(x, mem)) ; x = norm3(x + ff(x))
     Tensor a = sa_block(x);
     ops::add_forward_(a, x);
-    Tensor h1 = norm1.forward(a);
+    Tensor h1 = norm1.apply(a);
     Tensor c = mha_block(h1);
     ops::add_forward_(c, h1);
-    Tensor h2 = norm2.forward(c);
+    Tensor h2 = norm2.apply(c);
     Tensor f = ff_block(h2);
     ops::add_forward_(f, h2);
-    out = norm3.forward(f);
+    out = norm3.apply(f);
   }
   observe("out", out);
   return out;
@@ -140,7 +141,7 @@ TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& decoder_la
 }
 
 void TransformerDecoder::collect_parameters(const std::string& prefix,
-                                            std::vector<std::pair<std::string, Tensor*>>& out) {
+                                            std::vector<ParamRef>& out) {
   for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "layers." + std::to_string(i) + ".", out);
   if (norm) norm->collect_parameters(prefix + "norm.", out);
 }
@@ -156,6 +157,7 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
                                    bool memory_is_causal) const {
   ENCORE_CHECK(tgt.defined() && memory.defined() && (tgt.dim() == 2 || tgt.dim() == 3),
                "TransformerDecoder: tgt: expected 3-D (or 2-D unbatched), got ", tgt.defined() ? tgt.shape_str() : "none");
+  if (training_) clear_saved();
   const bool unbatched = tgt.dim() == 2;
   auto u = [&](const Tensor& m) { return unbatched && m.defined() ? m.unsqueeze(0) : m; };
   Tensor x = unbatched ? tgt.unsqueeze(0) : detail::to_batch_first(tgt, batch_first, "tgt");
@@ -163,7 +165,7 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
   for (const auto& layer : layers)
     x = layer.forward_batch_first(x, mem, tgt_mask, memory_mask, u(tgt_key_padding_mask), u(memory_key_padding_mask),
                                   tgt_is_causal.value_or(false), memory_is_causal);
-  if (norm) x = norm->forward(x);
+  if (norm) x = norm->apply(x);
   if (unbatched) return x.select(0, 0).contiguous();
   return detail::from_batch_first(x, batch_first);
 }
@@ -183,7 +185,7 @@ Transformer::Transformer(int64_t d_model_, int64_t nhead_, int64_t num_encoder_l
   set_name("");
 }
 
-void Transformer::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
+void Transformer::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
   encoder.collect_parameters(prefix + "encoder.", out);
   decoder.collect_parameters(prefix + "decoder.", out);
 }

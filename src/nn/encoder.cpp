@@ -43,7 +43,7 @@ TransformerEncoderLayer& TransformerEncoderLayer::operator=(const TransformerEnc
 }
 
 void TransformerEncoderLayer::collect_parameters(const std::string& prefix,
-                                                 std::vector<std::pair<std::string, Tensor*>>& out) {
+                                                 std::vector<ParamRef>& out) {
   self_attn.collect_parameters(prefix + "self_attn.", out);
   linear1.collect_parameters(prefix + "linear1.", out);
   linear2.collect_parameters(prefix + "linear2.", out);
@@ -63,6 +63,7 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
                                         bool is_causal) const {
   ENCORE_CHECK(src.defined() && (src.dim() == 2 || src.dim() == 3),
                "TransformerEncoderLayer: src: expected 3-D (or 2-D unbatched), got ", src.defined() ? src.shape_str() : "none");
+  if (training_) clear_saved();
   if (src.dim() == 2) {
     Tensor kpm = src_key_padding_mask.defined() ? src_key_padding_mask.unsqueeze(0) : src_key_padding_mask;
     return forward_batch_first(src.unsqueeze(0), src_mask, kpm, is_causal).select(0, 0).contiguous();
@@ -75,6 +76,7 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tenso
                                                     const Tensor& src_key_padding_mask, bool is_causal,
                                                     Tensor* attn_weights) const {
   check_shape(x, "src", {-1, -1, d_model});
+  if (training_) return forward_train(x, src_mask, src_key_padding_mask, is_causal, attn_weights);
   auto sa_block = [&](const Tensor& h) {
     AttentionResult r = self_attn.forward_batch_first(h, h, h, src_key_padding_mask, attn_weights != nullptr,
                                                       src_mask, false, is_causal);
@@ -88,22 +90,22 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tenso
   Tensor out;
   if (norm_first) {
     // x = x + sa(norm1(x)) ; x = x + ff(norm2(x))
-    Tensor h = sa_block(norm1.forward(x));
+    Tensor h = sa_block(norm1.apply(x));
     ops::add_forward_(h, x);
     observe("attn_residual", h);
-    ops::add_forward_(h, ff_block(norm2.forward(h)));
+    ops::add_forward_(h, ff_block(norm2.apply(h)));
     out = h;
   } else {
     // x = norm1(x + sa(x)) ; x = norm2(x + ff(x))
     Tensor a = sa_block(x);
     ops::add_forward_(a, x);
-    Tensor h = norm1.forward(a);
+    Tensor h = norm1.apply(a);
     a = Tensor();  // released early: the memory plan (memory_plan.cpp) counts on it
     observe("norm1", h);
     Tensor f = ff_block(h);
     ops::add_forward_(f, h);
     h = Tensor();
-    out = norm2.forward(f);
+    out = norm2.apply(f);
   }
   observe("out", out);
   return out;
@@ -119,7 +121,7 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_la
 }
 
 void TransformerEncoder::collect_parameters(const std::string& prefix,
-                                            std::vector<std::pair<std::string, Tensor*>>& out) {
+                                            std::vector<ParamRef>& out) {
   for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "layers." + std::to_string(i) + ".", out);
   if (norm) norm->collect_parameters(prefix + "norm.", out);
 }
@@ -133,6 +135,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
                                    std::optional<bool> is_causal, EncoderTrace* trace) const {
   ENCORE_CHECK(src.defined() && (src.dim() == 2 || src.dim() == 3),
                "TransformerEncoder: src: expected 3-D (or 2-D unbatched), got ", src.defined() ? src.shape_str() : "none");
+  if (training_) clear_saved();
   const bool unbatched = src.dim() == 2;
   Tensor x = unbatched ? src.unsqueeze(0) : detail::to_batch_first(src, batch_first, "src");
   Tensor kpm = unbatched && src_key_padding_mask.defined() ? src_key_padding_mask.unsqueeze(0) : src_key_padding_mask;
@@ -145,7 +148,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
     if (trace && trace->want_hidden_states) trace->hidden_states.push_back(x);
     if (trace && trace->want_attentions) trace->attentions.push_back(weights);
   }
-  if (norm) x = norm->forward(x);
+  if (norm) x = norm->apply(x);
   if (unbatched) return x.select(0, 0).contiguous();
   return detail::from_batch_first(x, batch_first);
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "nn/common.hpp"
+#include "ops/backward.hpp"
 
 namespace encore::nn {
 
@@ -62,9 +63,34 @@ void Module::set_name(const std::string& name) {
 }
 
 std::vector<std::pair<std::string, Tensor*>> Module::named_parameters() {
+  std::vector<ParamRef> refs;
+  collect_parameters("", refs);
   std::vector<std::pair<std::string, Tensor*>> out;
-  collect_parameters("", out);
+  for (auto& r : refs) out.emplace_back(r.name, r.param);
   return out;
+}
+
+Tensor& Module::grad_of(Tensor& grad, const Tensor& param) {
+  if (!grad.defined() || grad.shape() != param.shape()) grad = Tensor::zeros(param.shape());
+  return grad;
+}
+
+std::vector<std::pair<std::string, Tensor*>> Module::named_grads() {
+  std::vector<ParamRef> refs;
+  collect_parameters("", refs);
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (auto& r : refs) out.emplace_back(r.name, &grad_of(*r.grad, *r.param));
+  return out;
+}
+
+void Module::zero_grad() {
+  for (auto& [_, g] : named_grads()) g->fill(0.f);
+}
+
+void Module::clear_saved() const {
+  saved_.clear();
+  // for_each_child is non-const only because it can hand out mutable children; clearing is logically const
+  const_cast<Module*>(this)->for_each_child([](Module& child, const std::string&) { child.clear_saved(); });
 }
 
 StateDict Module::state_dict() {
@@ -132,6 +158,7 @@ int64_t Module::num_parameters() {
 
 void Module::train(bool mode) {
   if (mode) drop_own();  // training changes weights: the inference snapshot would go stale
+  if (!mode) saved_.clear();
   training_ = mode;
   for_each_child([&](Module& child, const std::string&) { child.train(mode); });
 }
@@ -172,9 +199,9 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_f
   reset_parameters(detail::next_seed());
 }
 
-void Linear::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
-  out.emplace_back(prefix + "weight", &weight);
-  if (bias.defined()) out.emplace_back(prefix + "bias", &bias);
+void Linear::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
+  out.push_back({prefix + "weight", &weight, &dweight});
+  if (bias.defined()) out.push_back({prefix + "bias", &bias, &dbias});
 }
 
 Tensor Linear::forward(const Tensor& input) const {
@@ -227,17 +254,48 @@ LayerNorm::LayerNorm(const Shape& shape, double eps_, bool affine, bool with_bia
   }
 }
 
-void LayerNorm::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
-  if (weight.defined()) out.emplace_back(prefix + "weight", &weight);
-  if (bias.defined()) out.emplace_back(prefix + "bias", &bias);
+void LayerNorm::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
+  if (weight.defined()) out.push_back({prefix + "weight", &weight, &dweight});
+  if (bias.defined()) out.push_back({prefix + "bias", &bias, &dbias});
 }
 
+struct LayerNormSaved {
+  Tensor x, mean, rstd;  // x flattened to (..., C)
+  Shape input_shape;
+};
+
 Tensor LayerNorm::forward(const Tensor& input) const {
-  Tensor x = flatten_normalized(input, normalized_shape, "LayerNorm");
+  if (training_) saved_.clear();
+  return apply(input);
+}
+
+Tensor LayerNorm::apply(const Tensor& input) const {
+  Tensor x = flatten_normalized(input, normalized_shape, "LayerNorm").contiguous();
   const int64_t C = x.size(-1);
+  auto sv = training_ ? std::make_shared<LayerNormSaved>() : nullptr;
   Tensor y = ops::layernorm_forward(x, weight.defined() ? weight.view({C}) : weight,
-                                    bias.defined() ? bias.view({C}) : bias, eps);
+                                    bias.defined() ? bias.view({C}) : bias, eps, sv ? &sv->mean : nullptr,
+                                    sv ? &sv->rstd : nullptr);
+  if (sv) {
+    sv->x = x;
+    sv->input_shape = input.shape();
+    push_saved(sv);
+  }
   return y.view(input.shape());
+}
+
+Tensor LayerNorm::backward(const Tensor& grad_output) const {
+  auto sv = pop_saved<LayerNormSaved>("LayerNorm");
+  ENCORE_CHECK(grad_output.shape() == sv->input_shape, "LayerNorm.backward: grad_output: expected shape ",
+               shape_str(sv->input_shape), ", got ", grad_output.shape_str());
+  const int64_t C = sv->x.size(-1);
+  Tensor dout = grad_output.contiguous().view(sv->x.shape());
+  Tensor dx;
+  Tensor dw = weight.defined() ? grad_of(const_cast<Tensor&>(dweight), weight).view({C}) : Tensor();
+  Tensor db = bias.defined() ? grad_of(const_cast<Tensor&>(dbias), bias).view({C}) : Tensor();
+  ops::layernorm_backward(&dx, weight.defined() ? &dw : nullptr, bias.defined() ? &db : nullptr, dout, sv->mean,
+                          sv->rstd, sv->x, weight.defined() ? weight.view({C}) : weight);
+  return dx.view(sv->input_shape);
 }
 
 RMSNorm::RMSNorm(int64_t shape, std::optional<double> eps_, bool affine) : RMSNorm(Shape{shape}, eps_, affine) {}
@@ -248,8 +306,8 @@ RMSNorm::RMSNorm(const Shape& shape, std::optional<double> eps_, bool affine)
   if (affine) weight = Tensor::full(shape, 1.f);
 }
 
-void RMSNorm::collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
-  if (weight.defined()) out.emplace_back(prefix + "weight", &weight);
+void RMSNorm::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
+  if (weight.defined()) out.push_back({prefix + "weight", &weight, &dweight});
 }
 
 Tensor RMSNorm::forward(const Tensor& input) const {
@@ -312,7 +370,8 @@ Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act ac
 kernels::Precision precision_of(DType dtype) {
   if (dtype == DType::f32) return kernels::Precision::f32;
   if (dtype == DType::bf16) return kernels::Precision::bf16;
-  throw Error(std::string("inference dtype ") + dtype_name(dtype) + " is not supported (float32, bfloat16)");
+  if (dtype == DType::i8) return kernels::Precision::int8;
+  throw Error(std::string("inference dtype ") + dtype_name(dtype) + " is not supported (float32, bfloat16, int8)");
 }
 
 bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }

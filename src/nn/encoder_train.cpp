@@ -1,0 +1,130 @@
+// TransformerEncoderLayer / TransformerEncoder in training mode: the forward that saves what backward needs,
+// and the backward. The forward computes what encoder.cpp's inference forward computes (same ops, same order),
+// with dropout seeds and FFN intermediates kept. Sub-modules (self_attn, norm1, norm2) save their own - so no
+// tensor is modified in place after a sub-module saved it.
+#include "nn/common.hpp"
+#include "ops/backward.hpp"
+
+namespace encore::nn {
+
+struct EncoderLayerSaved {
+  Tensor ffn_in;   // input of linear1 (norm1's output post-LN, norm2's pre-LN)
+  Tensor ffn_pre;  // linear1's pre-activation, or the gated [a | b]
+  Tensor hidden;   // input of linear2 (after dropout)
+  uint64_t seed_attn = 0, seed_hidden = 0, seed_ffn = 0;
+};
+
+Tensor TransformerEncoderLayer::forward_train(const Tensor& x, const Tensor& src_mask, const Tensor& kpm,
+                                              bool is_causal, Tensor* attn_weights) const {
+  auto sv = std::make_shared<EncoderLayerSaved>();
+  const kernels::Act act = detail::pointwise_act(activation);
+  auto sa_block = [&](const Tensor& h) {
+    AttentionResult r = self_attn.forward_batch_first(h, h, h, kpm, attn_weights != nullptr, src_mask, false, is_causal);
+    if (attn_weights) *attn_weights = r.weights;
+    sv->seed_attn = detail::next_seed();
+    return ops::dropout_forward(r.output, dropout, true, sv->seed_attn);
+  };
+  auto ff_block = [&](const Tensor& h) {
+    sv->ffn_in = h;
+    Tensor hidden;
+    if (detail::is_gated(activation)) {
+      sv->ffn_pre = ops::linear_forward(h, linear1.weight, linear1.bias);
+      hidden = ops::gated_forward(sv->ffn_pre, act);
+    } else {
+      hidden = ops::linear_forward_train(&sv->ffn_pre, h, linear1.weight, linear1.bias, act);
+    }
+    sv->seed_hidden = detail::next_seed();
+    sv->hidden = ops::dropout_forward(hidden, dropout, true, sv->seed_hidden);
+    sv->seed_ffn = detail::next_seed();
+    return ops::dropout_forward(ops::linear_forward(sv->hidden, linear2.weight, linear2.bias), dropout, true,
+                                sv->seed_ffn);
+  };
+  Tensor out;
+  if (norm_first) {
+    // x = x + sa(norm1(x)) ; x = x + ff(norm2(x))
+    Tensor h = sa_block(norm1.apply(x));
+    ops::add_forward_(h, x);
+    out = ops::add_forward(h, ff_block(norm2.apply(h)));  // out of place: norm2 saved h for its backward
+  } else {
+    // x = norm1(x + sa(x)) ; x = norm2(x + ff(x))
+    Tensor a = sa_block(x);
+    ops::add_forward_(a, x);
+    Tensor h = norm1.apply(a);
+    Tensor f = ff_block(h);
+    ops::add_forward_(f, h);
+    out = norm2.apply(f);
+  }
+  push_saved(sv);
+  return out;
+}
+
+Tensor TransformerEncoderLayer::backward(const Tensor& grad_output) const {
+  ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
+               "TransformerEncoderLayer.backward: grad_output must be 2-D or 3-D");
+  if (grad_output.dim() == 2) return backward_batch_first(grad_output.unsqueeze(0)).select(0, 0).contiguous();
+  return detail::from_batch_first(backward_batch_first(detail::to_batch_first(grad_output, batch_first, "grad_output")),
+                                  batch_first);
+}
+
+Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in) const {
+  auto sv = pop_saved<EncoderLayerSaved>("TransformerEncoderLayer");
+  check_shape(dout_in, "grad_output", {-1, -1, d_model});
+  const Tensor dout = dout_in.contiguous();
+  const kernels::Act act = detail::pointwise_act(activation);
+  // Gradient of ff_block's input from the gradient of its output (accumulates linear1/linear2 grads).
+  auto ff_backward = [&](const Tensor& dff) {
+    // in the forward pass this was:  out = dropout(hidden·W2ᵀ + b2)
+    Tensor dlin2, dhidden, dpre, din;
+    ops::dropout_backward(&dlin2, dff, dropout, true, sv->seed_ffn);
+    ops::linear_backward(&dhidden, &grad_of(const_cast<Tensor&>(linear2.dweight), linear2.weight),
+                         linear2.bias.defined() ? &grad_of(const_cast<Tensor&>(linear2.dbias), linear2.bias) : nullptr,
+                         dlin2, Tensor(), sv->hidden, linear2.weight);
+    // in the forward pass this was:  hidden = dropout(act(ffn_in·W1ᵀ + b1))  (gated: act(a)·b)
+    ops::dropout_backward(&dhidden, dhidden, dropout, true, sv->seed_hidden);
+    Tensor* dw1 = &grad_of(const_cast<Tensor&>(linear1.dweight), linear1.weight);
+    Tensor* db1 = linear1.bias.defined() ? &grad_of(const_cast<Tensor&>(linear1.dbias), linear1.bias) : nullptr;
+    if (detail::is_gated(activation)) {
+      ops::gated_backward(&dpre, dhidden, sv->ffn_pre, act);
+      ops::linear_backward(&din, dw1, db1, dpre, Tensor(), sv->ffn_in, linear1.weight);
+    } else {
+      ops::linear_backward(&din, dw1, db1, dhidden, sv->ffn_pre, sv->ffn_in, linear1.weight, act);
+    }
+    return din;
+  };
+  auto sa_backward = [&](const Tensor& dsa) {
+    // in the forward pass this was:  a = dropout(self_attn(h))
+    Tensor da;
+    ops::dropout_backward(&da, dsa, dropout, true, sv->seed_attn);
+    return self_attn.backward_batch_first(da);
+  };
+  if (norm_first) {
+    // forward: h = x + sa(norm1(x)) ; out = h + ff(norm2(h))
+    Tensor dh = dout.clone();
+    ops::add_forward_(dh, norm2.backward(ff_backward(dout)));
+    Tensor dx = dh.clone();
+    ops::add_forward_(dx, norm1.backward(sa_backward(dh)));
+    return dx;
+  }
+  // forward: h = norm1(x + sa(x)) ; out = norm2(h + ff(h))
+  Tensor ds2 = norm2.backward(dout);
+  Tensor dh = ff_backward(ds2);
+  ops::add_forward_(dh, ds2);
+  Tensor ds1 = norm1.backward(dh);
+  Tensor dx = sa_backward(ds1);
+  ops::add_forward_(dx, ds1);
+  return dx;
+}
+
+Tensor TransformerEncoder::backward(const Tensor& grad_output) const {
+  ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
+               "TransformerEncoder.backward: grad_output must be 2-D or 3-D");
+  const bool unbatched = grad_output.dim() == 2;
+  Tensor d = unbatched ? grad_output.unsqueeze(0) : detail::to_batch_first(grad_output, batch_first, "grad_output");
+  if (norm) d = norm->backward(d);
+  // Layers ran 0..n-1 (layer 0 every time when shared): undo them in reverse.
+  for (int64_t i = num_layers - 1; i >= 0; --i) d = layers[share_parameters ? 0 : i].backward_batch_first(d);
+  if (unbatched) return d.select(0, 0).contiguous();
+  return detail::from_batch_first(d, batch_first);
+}
+
+}  // namespace encore::nn
