@@ -24,6 +24,7 @@ PYBIND11_MODULE(_encore, m) {
 
   bind_models(m);
   bind_text(m);
+  bind_train(m);
 
   py::module_ mnn = m.def_submodule("nn", "torch.nn-compatible Transformer modules on numpy arrays");
 

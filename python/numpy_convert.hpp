@@ -112,5 +112,6 @@ inline Tensor int_tensor(const py::object& obj, const char* name) {
 
 void bind_models(py::module_& m);
 void bind_text(py::module_& m);
+void bind_train(py::module_& m);
 
 }  // namespace encore_py

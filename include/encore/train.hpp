@@ -1,0 +1,80 @@
+// encore::train - optimisation with PyTorch's semantics: AdamW, gradient clipping by global norm, learning-rate
+// schedules, and the losses fine-tuning needs. Losses return the mean loss and write the gradient of that mean.
+//
+//   encore::train::AdamW opt(encoder, {.lr = 2e-5, .weight_decay = 0.01});
+//   encoder.train();
+//   Tensor y = encoder.forward(x);
+//   Tensor dy;
+//   double loss = encore::train::mse_loss(y, target, &dy);
+//   encoder.zero_grad();          // (or opt.zero_grad())
+//   encoder.backward(dy);
+//   encore::train::clip_grad_norm(encoder, 1.0);
+//   opt.step();
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "encore/nn.hpp"
+#include "encore/tensor.hpp"
+
+namespace encore::train {
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+// torch.optim.AdamW (decoupled weight decay, bias correction, amsgrad=False):
+//   p -= lr·wd·p ; m = β1·m + (1-β1)·g ; v = β2·v + (1-β2)·g² ;
+//   p -= (lr / (1-β1^t)) · m / (sqrt(v) / sqrt(1-β2^t) + eps)
+// Holds references to the module's parameters: the module must outlive the optimizer.
+class AdamW {
+ public:
+  AdamW(nn::Module& module, AdamWOptions options = {});
+  void step();
+  void zero_grad();
+  void set_lr(double lr) { options_.lr = lr; }
+  double lr() const { return options_.lr; }
+  int64_t steps() const { return step_; }
+  // exp_avg / exp_avg_sq per parameter ("<name>.exp_avg", "<name>.exp_avg_sq") and "step", for checkpoints.
+  std::map<std::string, Tensor> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
+
+ private:
+  struct Slot {
+    std::string name;
+    Tensor* param;
+    Tensor* grad;
+    Tensor exp_avg, exp_avg_sq;
+  };
+  nn::Module& module_;
+  AdamWOptions options_;
+  std::vector<Slot> slots_;
+  int64_t step_ = 0;
+};
+
+// torch.nn.utils.clip_grad_norm_: total = sqrt(Σ ||g||²); if max_norm/(total+1e-6) < 1, scale every gradient by it.
+// Returns the total norm before clipping.
+double clip_grad_norm(nn::Module& module, double max_norm);
+
+enum class Schedule { constant, linear, cosine };
+Schedule parse_schedule(const std::string& name);  // "constant", "linear", "cosine"
+// transformers' get_*_schedule_with_warmup: lr·step/warmup during warmup, then constant, linear to 0 at
+// total_steps, or half a cosine to 0.
+double learning_rate_at(int64_t step, double base_lr, int64_t warmup_steps, int64_t total_steps, Schedule schedule);
+
+// ---- losses: mean over the items that count; *grad (if non-null) receives d(loss)/d(input) ----
+// logits (N, C) float32, labels (N) int64; labels equal to ignore_index do not count (torch's default -100).
+double cross_entropy_loss(const Tensor& logits, const Tensor& labels, Tensor* grad, int64_t ignore_index = -100);
+// mean((pred - target)²) over all elements.
+double mse_loss(const Tensor& pred, const Tensor& target, Tensor* grad);
+// sentence-transformers' MultipleNegativesRankingLoss: scores = scale·cos(a_i, p_j), cross-entropy with the
+// matching pair i as the label (in-batch negatives). anchors, positives (B, D).
+double multiple_negatives_ranking_loss(const Tensor& anchors, const Tensor& positives, double scale,
+                                       Tensor* grad_anchors, Tensor* grad_positives);
+
+}  // namespace encore::train
