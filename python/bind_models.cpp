@@ -73,7 +73,33 @@ void bind_models(py::module_& m) {
         d["id2label"] = i.id2label;
         return d;
       })
-      .def_property_readonly("max_sequence_length", &encore::AutoModel::max_sequence_length);
+      .def_property_readonly("max_sequence_length", &encore::AutoModel::max_sequence_length)
+      .def(
+          "train",
+          [](py::object self, bool mode) {
+            self.cast<encore::AutoModel&>().train(mode);
+            return self;
+          },
+          py::arg("mode") = true)
+      .def("eval",
+           [](py::object self) {
+             self.cast<encore::AutoModel&>().eval();
+             return self;
+           })
+      .def(
+          "backward",
+          [](const encore::AutoModel& self, const py::object& d_last, const py::object& d_pooler,
+             const py::object& d_logits) {
+            Tensor a = d_last.is_none() ? Tensor() : float_tensor(d_last, "d_last_hidden_state");
+            Tensor b = d_pooler.is_none() ? Tensor() : float_tensor(d_pooler, "d_pooler_output");
+            Tensor c = d_logits.is_none() ? Tensor() : float_tensor(d_logits, "d_logits");
+            py::gil_scoped_release nogil;
+            self.backward(a, b, c);
+          },
+          py::arg("d_last_hidden_state") = py::none(), py::arg("d_pooler_output") = py::none(),
+          py::arg("d_logits") = py::none(), "accumulate parameter gradients for the last training-mode forward")
+      .def("parameters_module", &encore::AutoModel::module, py::return_value_policy::reference_internal,
+           "the nn.Module view of the model: state_dict(), grads(), zero_grad(), and what optimisers take");
 }
 
 }  // namespace encore_py

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "encore/nn.hpp"
 #include "encore/tensor.hpp"
 
 namespace encore {
@@ -56,12 +57,23 @@ class AutoModel {
   ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask = Tensor(),
                       const Tensor& token_type_ids = Tensor(), const ForwardOptions& options = {}) const;
   const ModelInfo& info() const;
+
+  // Training (bert so far): train() copies weights mapped from the checkpoint into owned memory (once) and
+  // makes forward() save what backward() needs; backward() takes the gradients of the outputs the loss used
+  // and accumulates parameter gradients (see module().named_grads()). eval() returns to inference.
+  void train(bool mode = true);
+  void eval() { train(false); }
+  void backward(const Tensor& d_last_hidden_state, const Tensor& d_pooler_output = Tensor(),
+                const Tensor& d_logits = Tensor()) const;
+  // Parameters (Hugging Face names; each layer's self_attn.in_proj_* packs query/key/value) and gradients.
+  nn::Module& module();
   // Token-id positions the model can take: max_position_embeddings less any offset (RoBERTa: padding_idx+1).
   int64_t max_sequence_length() const;
 
  private:
   explicit AutoModel(std::shared_ptr<models::EncoderModel> impl);
   std::shared_ptr<models::EncoderModel> impl_;
+  bool materialized_ = false;
 };
 
 }  // namespace encore

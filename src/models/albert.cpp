@@ -19,6 +19,20 @@ class Albert : public EncoderModel {
   std::optional<LinearWeights> pooler, classifier;
   bool token_head = false;
 
+  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
+    embeddings.collect_parameters(prefix + "embeddings.", out);
+    mapping_in.collect_parameters(prefix + "encoder.embedding_hidden_mapping_in", out);
+    for (size_t g = 0; g < groups.size(); ++g)
+      for (size_t k = 0; k < groups[g].size(); ++k)
+        groups[g][k].collect_parameters(
+            prefix + "encoder.albert_layer_groups." + std::to_string(g) + ".albert_layers." + std::to_string(k) + ".", out);
+    if (pooler) pooler->collect_parameters(prefix + "pooler", out);
+    if (classifier) classifier->collect_parameters(prefix + "classifier", out);
+  }
+  void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
+    for (size_t g = 0; g < groups.size(); ++g)
+      for (size_t k = 0; k < groups[g].size(); ++k) fn(groups[g][k], "group." + std::to_string(g) + "." + std::to_string(k));
+  }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
     for (auto& g : groups)
       for (auto& l : g) fn(l);

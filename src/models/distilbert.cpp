@@ -15,6 +15,15 @@ class DistilBert : public EncoderModel {
   std::optional<LinearWeights> pre_classifier, classifier;
   bool token_head = false;
 
+  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
+    embeddings.collect_parameters(prefix + "embeddings.", out);
+    for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "transformer.layer." + std::to_string(i) + ".", out);
+    if (pre_classifier) pre_classifier->collect_parameters(prefix + "pre_classifier", out);
+    if (classifier) classifier->collect_parameters(prefix + "classifier", out);
+  }
+  void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
+    for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "transformer.layer." + std::to_string(i));
+  }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
     for (auto& l : layers) fn(l);
   }

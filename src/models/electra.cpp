@@ -15,6 +15,16 @@ class Electra : public EncoderModel {
   std::vector<nn::TransformerEncoderLayer> layers;
   bool token_head = false;
 
+  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
+    embeddings.collect_parameters(prefix + "embeddings.", out);
+    if (project) project->collect_parameters(prefix + "embeddings_project", out);
+    for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "encoder.layer." + std::to_string(i) + ".", out);
+    if (head_dense) head_dense->collect_parameters(prefix + "classifier.dense", out);
+    if (head_out) head_out->collect_parameters(prefix + (token_head ? "classifier" : "classifier.out_proj"), out);
+  }
+  void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
+    for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "encoder.layer." + std::to_string(i));
+  }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
     for (auto& l : layers) fn(l);
   }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 
+#include "ops/backward.hpp"
 #include "ops/ops.hpp"
 
 namespace encore::models {
@@ -245,6 +246,51 @@ Tensor TokenEmbeddings::forward(const Tensor& ids, const Tensor& position_ids, c
   return ops::layernorm_forward(x, norm_weight, norm_bias, eps);
 }
 
+Tensor TokenEmbeddings::forward_train(Saved& sv, const Tensor& ids, const Tensor& position_ids,
+                                      const Tensor& types) const {
+  sv.ids = ids.contiguous();
+  sv.position_ids = position_ids;
+  sv.token_type_ids = token_type.defined() ? (types.defined() ? types.contiguous() : Tensor::zeros(ids.shape(), DType::i64))
+                                           : Tensor();
+  Tensor x = ops::embedding_forward(ids, word, "input_ids");
+  ops::add_forward_(x, ops::embedding_forward(position_ids, position, "position_ids"));
+  if (token_type.defined()) ops::add_forward_(x, ops::embedding_forward(sv.token_type_ids, token_type, "token_type_ids"));
+  sv.sum = x;
+  return ops::layernorm_forward(x, norm_weight, norm_bias, eps, &sv.mean, &sv.rstd);
+}
+
+void TokenEmbeddings::backward(const Saved& sv, const Tensor& dout) {
+  auto grad = [](Tensor& g, const Tensor& p) -> Tensor* {
+    if (!g.defined() || g.shape() != p.shape()) g = Tensor::zeros(p.shape());
+    return &g;
+  };
+  // in the forward pass this was:  out = LayerNorm(word[ids] + position[pos] + token_type[types])
+  Tensor dsum;
+  ops::layernorm_backward(&dsum, grad(dnorm_weight, norm_weight), grad(dnorm_bias, norm_bias), dout.contiguous(),
+                          sv.mean, sv.rstd, sv.sum, norm_weight);
+  ops::embedding_backward(grad(dword, word), dsum, sv.ids, padding_idx);
+  ops::embedding_backward(grad(dposition, position), dsum, sv.position_ids);
+  if (token_type.defined()) ops::embedding_backward(grad(dtoken_type, token_type), dsum, sv.token_type_ids);
+}
+
+void TokenEmbeddings::collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) {
+  out.push_back({prefix + "word_embeddings.weight", &word, &dword});
+  out.push_back({prefix + "position_embeddings.weight", &position, &dposition});
+  if (token_type.defined()) out.push_back({prefix + "token_type_embeddings.weight", &token_type, &dtoken_type});
+  out.push_back({prefix + "LayerNorm.weight", &norm_weight, &dnorm_weight});
+  out.push_back({prefix + "LayerNorm.bias", &norm_bias, &dnorm_bias});
+}
+
+void LinearWeights::collect_parameters(const std::string& name, std::vector<nn::ParamRef>& out) {
+  out.push_back({name + ".weight", &weight, &dweight});
+  if (bias.defined()) out.push_back({name + ".bias", &bias, &dbias});
+}
+
+void EncoderModel::materialize() {
+  for (auto& [name, t] : named_parameters()) *t = t->clone();  // owned, writable, 64-byte aligned
+  drop_prepared();
+}
+
 Tensor absolute_position_ids(int64_t B, int64_t T) {
   Tensor p = Tensor::empty({B, T}, DType::i64);
   int64_t* d = p.data<int64_t>();
@@ -373,6 +419,20 @@ ModelOutput AutoModel::forward(const Tensor& input_ids, const Tensor& attention_
 }
 
 const ModelInfo& AutoModel::info() const { return impl_->info; }
+
+void AutoModel::train(bool mode) {
+  if (mode && !materialized_) {
+    impl_->materialize();
+    materialized_ = true;
+  }
+  impl_->train(mode);
+}
+
+void AutoModel::backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) const {
+  impl_->backward(d_last, d_pooler, d_logits);
+}
+
+nn::Module& AutoModel::module() { return *impl_; }
 int64_t AutoModel::max_sequence_length() const { return impl_->max_sequence_length(); }
 
 }  // namespace encore

@@ -76,11 +76,19 @@ Tensor key_padding_from_attention_mask(const Tensor& attention_mask, int64_t B, 
 std::pair<int64_t, int64_t> check_inputs(const Tensor& input_ids, const Tensor& attention_mask,
                                          const Tensor& token_type_ids);
 
-class EncoderModel {
+// Every family is an nn::Module: its parameters (Hugging Face names, except each layer's packed
+// self_attn.in_proj_weight/bias standing for query/key/value) and gradients are what optimisers see.
+// Training mode: forward() saves what backward() needs; backward() takes the gradients of the outputs used.
+class EncoderModel : public nn::Module {
  public:
-  virtual ~EncoderModel() = default;
   virtual ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
                               const ForwardOptions& options) const = 0;
+  // d(loss)/d(last_hidden_state), d(loss)/d(pooler_output), d(loss)/d(logits); any may be undefined.
+  virtual void backward(const Tensor& d_last_hidden, const Tensor& d_pooler, const Tensor& d_logits) const {
+    throw Error("training is not implemented for model_type '" + info.model_type + "' yet (bert is)");
+  }
+  // Weights mapped read-only from safetensors are copied to owned memory before training writes to them.
+  void materialize();
   virtual int64_t max_sequence_length() const { return info.max_position_embeddings; }
   // Every encoder layer the model runs (shared ALBERT layers once each).
   virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
@@ -109,7 +117,17 @@ Tensor run_layers(const std::vector<const nn::TransformerEncoderLayer*>& layers,
 // DistilBERT and MPNet share under "embeddings.*" (token types absent in DistilBERT and MPNet).
 struct TokenEmbeddings {
   Tensor word, position, token_type, norm_weight, norm_bias;  // (V, E), (P, E), (types, E) or undefined, (E)
+  Tensor dword, dposition, dtoken_type, dnorm_weight, dnorm_bias;
   double eps = 1e-12;
+  int64_t padding_idx = -1;  // its row gets no gradient (torch's Embedding(padding_idx))
+  // Saved by forward_train for backward.
+  struct Saved {
+    Tensor ids, position_ids, token_type_ids, sum, mean, rstd;
+  };
+  Tensor forward_train(Saved& saved, const Tensor& input_ids, const Tensor& position_ids,
+                       const Tensor& token_type_ids) const;
+  void backward(const Saved& saved, const Tensor& dout);  // accumulates into d*
+  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out);
   static TokenEmbeddings load(Weights& w, const HfConfig& cfg, int64_t dim, bool with_token_types);
   // position_ids (B, T) int64; token_type_ids may be undefined (zeros).
   Tensor forward(const Tensor& input_ids, const Tensor& position_ids, const Tensor& token_type_ids) const;
@@ -138,8 +156,9 @@ bool architecture_ends_with(const HfConfig& cfg, const std::string& suffix);
 
 // Classification heads shared by several families.
 struct LinearWeights {
-  Tensor weight, bias;
+  Tensor weight, bias, dweight, dbias;
   Tensor apply(const Tensor& x) const;  // x·weightᵀ + bias
+  void collect_parameters(const std::string& name, std::vector<nn::ParamRef>& out);  // name.weight, name.bias
 };
 LinearWeights take_linear(Weights& w, const std::string& name, int64_t out, int64_t in);
 // Fills info.head / num_labels / id2label from config.json.

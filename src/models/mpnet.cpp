@@ -39,6 +39,18 @@ class MPNet : public EncoderModel {
 
   int64_t max_sequence_length() const override { return info.max_position_embeddings - info.pad_token_id - 1; }
 
+  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
+    embeddings.collect_parameters(prefix + "embeddings.", out);
+    for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "encoder.layer." + std::to_string(i) + ".", out);
+    out.push_back({prefix + "encoder.relative_attention_bias.weight", &relative_bias, &drelative_bias});
+    if (pooler) pooler->collect_parameters(prefix + "pooler.dense", out);
+    if (head_dense) head_dense->collect_parameters(prefix + "classifier.dense", out);
+    if (head_out) head_out->collect_parameters(prefix + (token_head ? "classifier" : "classifier.out_proj"), out);
+  }
+  Tensor drelative_bias;
+  void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
+    for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "encoder.layer." + std::to_string(i));
+  }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
     for (auto& l : layers) fn(l);
   }
