@@ -67,6 +67,8 @@ class AutoModel {
                 const Tensor& d_logits = Tensor()) const;
   // Parameters (Hugging Face names; each layer's self_attn.in_proj_* packs query/key/value) and gradients.
   nn::Module& module();
+  // A new sequence-classification head for fine-tuning a checkpoint that has none (bert so far).
+  void add_sequence_classifier(int64_t num_labels, uint64_t seed = 0);
   // Token-id positions the model can take: max_position_embeddings less any offset (RoBERTa: padding_idx+1).
   int64_t max_sequence_length() const;
 

@@ -1,6 +1,8 @@
 // BERT (also MiniLM, BGE, E5, GTE-base): embeddings (word + absolute position + token type, LayerNorm),
 // Post-LN layers, optional tanh pooler over [CLS]; heads of BertForSequenceClassification (classifier on the
 // pooled output) and BertForTokenClassification (classifier on every token).
+#include <random>
+
 #include "models/model.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
@@ -27,6 +29,23 @@ class Bert : public EncoderModel {
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
     for (auto& l : layers) fn(l);
+  }
+
+  void add_sequence_classifier(int64_t num_labels, uint64_t seed) override {
+    ENCORE_CHECK(num_labels > 0, "add_sequence_classifier: num_labels must be positive");
+    ENCORE_CHECK(pooler, "add_sequence_classifier: BERT's sequence classifier reads the pooler, which this "
+                 "checkpoint does not have");
+    const int64_t H = info.hidden_size;
+    LinearWeights c;
+    c.weight = Tensor::empty({num_labels, H});
+    c.bias = Tensor::zeros({num_labels});
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.f, 0.02f);
+    for (int64_t i = 0; i < num_labels * H; ++i) c.weight.data<float>()[i] = normal(rng);
+    classifier = c;
+    token_head = false;
+    info.head = "sequence_classification";
+    info.num_labels = num_labels;
   }
 
   // What backward needs beyond what the layers save themselves.

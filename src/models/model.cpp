@@ -433,6 +433,10 @@ void AutoModel::backward(const Tensor& d_last, const Tensor& d_pooler, const Ten
 }
 
 nn::Module& AutoModel::module() { return *impl_; }
+
+void AutoModel::add_sequence_classifier(int64_t num_labels, uint64_t seed) {
+  impl_->add_sequence_classifier(num_labels, seed);
+}
 int64_t AutoModel::max_sequence_length() const { return impl_->max_sequence_length(); }
 
 }  // namespace encore

@@ -89,6 +89,11 @@ class EncoderModel : public nn::Module {
   }
   // Weights mapped read-only from safetensors are copied to owned memory before training writes to them.
   void materialize();
+  // Adds a freshly initialised sequence-classification head (as transformers' *ForSequenceClassification
+  // initialises it: normal(0, 0.02) weights, zero bias) when the checkpoint has none.
+  virtual void add_sequence_classifier(int64_t num_labels, uint64_t seed) {
+    throw Error("adding a classification head is not implemented for model_type '" + info.model_type + "' yet");
+  }
   virtual int64_t max_sequence_length() const { return info.max_position_embeddings; }
   // Every encoder layer the model runs (shared ALBERT layers once each).
   virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
