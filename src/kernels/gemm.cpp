@@ -135,7 +135,9 @@ void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
                " K=", K);
 }
 
-const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision p) {
+  return p == Precision::bf16 ? "bf16" : p == Precision::int8 ? "int8" : "fp32";
+}
 
 float bf16_round(float x) {
   uint32_t bits;
@@ -269,6 +271,7 @@ class EmulatedBf16Linear final : public PackedLinear {
 std::shared_ptr<const PackedLinear> PackedLinear::create(const float* weight, const float* bias, int64_t N, int64_t K,
                                                          Precision precision) {
   ENCORE_CHECK(N > 0 && K > 0, "PackedLinear: empty weight (", N, ", ", K, ")");
+  if (precision == Precision::int8) return create_int8_linear(weight, bias, N, K);  // gemm_int8.cpp
   if (precision == Precision::bf16) {
     try {
       return std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision);

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace encore::kernels {
 
@@ -76,13 +77,14 @@ void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // ---- weights prepared once for repeated GEMMs ----
-enum class Precision { f32, bf16 };
+enum class Precision { f32, bf16, int8 };
 const char* precision_name(Precision p);
 
 // out(M,N) = act(in(M,K) · weight(N,K)ᵀ + bias(N)) with the weight reordered once into oneDNN's preferred
 // layout and, for bf16, rounded to bfloat16 (the input is rounded per call; accumulation and output stay f32).
 // Where the CPU cannot run a bf16 GEMM, the bf16-rounded weight is kept in f32 and an f32 GEMM is used: the
-// same weights, slower. Immutable after creation; forward() may run concurrently.
+// same weights, slower. int8 quantizes the weight once and the input per call (see below: create_int8_linear).
+// Immutable after creation; forward() may run concurrently.
 class PackedLinear {
  public:
   static std::shared_ptr<const PackedLinear> create(const float* weight, const float* bias, int64_t N, int64_t K,
@@ -91,8 +93,98 @@ class PackedLinear {
   virtual void forward(float* out, const float* in, int64_t M, Act act) const = 0;
   int64_t N = 0, K = 0;
   Precision precision = Precision::f32;
-  bool native = true;  // false: bf16 emulated with an f32 GEMM on bf16-rounded weights
+  bool native = true;  // false: bf16/int8 emulated with an f32 GEMM on bf16-rounded/dequantized weights
+  int activation_bits = 0;  // int8: 8, or 7 where u8 x s8 products could saturate (no VNNI); else 0
 };
+
+// ---- int8 dynamic quantization (gemm_int8.cpp; scheme and error bounds in docs/quantization.md) ----
+// Precision::int8 PackedLinear: weights s8, symmetric per output channel, quantized once; activations u8,
+// asymmetric per row (token), quantized per call; int32 accumulation by oneDNN (u8 x s8 -> s32); then
+//   out[m,n] = act((acc[m,n] - zp[m]·wsum[n]) · a_scale[m]·w_scale[n] + bias[n]),  wsum[n] = sum_k wq[n,k],
+// plus, for a row's few outlier values (kept exact, see quantize_rows_u8_ref), their product with the int8 weights.
+// Without VNNI, oneDNN's u8 x s8 products go through vpmaddubsw, whose int16 pair sums saturate: activations
+// then use 7 bits (q <= 127, so 2·127·127 < 32767). Where oneDNN has no int8 GEMM, the same numbers are
+// emulated in f32 (fake-quantized activations, dequantized weights), logged with ENCORE_VERBOSE=1.
+
+// Weights, symmetric per output channel: scale[n] = h(max_k |w[n,k]| / 127) with h(s) = (127·s)/127 in f32
+// (h makes the scale a fixed point, so quantizing dequantize(q, scale) returns q and scale bit for bit); an
+// all-zero row has scale 1. q[n,k] = round_half_even(w[n,k] / scale[n]) in [-127, 127]. Throws on non-finite
+// weights.
+void quantize_weights_s8(int8_t* q, float* scale, const float* w, int64_t N, int64_t K);
+// w[n,k] = q[n,k]·scale[n]
+void dequantize_weights_s8(float* w, const int8_t* q, const float* scale, int64_t N, int64_t K);
+
+// The int8 form of a Linear weight (N, K). Input columns whose max |w| exceeds kInt8OutlierColumnRatio x the
+// median column max stay f32 (at most kInt8MaxOutlierColumns, the largest): the FFN output projections of
+// BERT-family models have one or two columns 20-50x the others, which would otherwise set every row's scale
+// (all-MiniLM-L6-v2 weight-only error: min cosine 0.9976 -> 0.9994). Their q is 0.
+constexpr int kInt8MaxOutlierColumns = 16;
+constexpr float kInt8OutlierColumnRatio = 16.f;
+struct Int8Weights {
+  int64_t N = 0, K = 0;
+  std::vector<int8_t> q;             // (N, K), 0 in the outlier columns
+  std::vector<float> scale;          // (N)
+  std::vector<int64_t> columns;      // outlier columns, ascending
+  std::vector<float> column_values;  // (N, columns.size()): w[n, columns[i]]
+  bool operator==(const Int8Weights&) const = default;
+};
+Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K);
+void dequantize_linear_int8(float* w, const Int8Weights& qw);  // the (N, K) f32 weight qw stands for
+// quantize_linear_int8(dequantize_linear_int8(qw)) == qw: what a quantized checkpoint needs to run exactly
+// like on-the-fly quantization. It fails only when a column max lies within rounding of the outlier-column
+// threshold; `encore quantize` then keeps that weight in f32.
+bool int8_round_trip_exact(const Int8Weights& qw);
+
+// Activations, asymmetric per row (token), with the row's outliers taken out. amax = max|x|; when between 1 and
+// kInt8MaxOutliers elements have |x| > amax/kInt8OutlierRatio, those are the row's outliers: their exact values
+// go to `outliers` (their q is the zero point, i.e. they quantize to 0) and the linear adds their contribution
+// from the weights' int8 columns in f32 (int8_outlier_correction_f32_ref). This is what keeps a token like BERT's
+// [CLS], whose hidden state has one channel ~20x the others, from spending the 8 bits on a single value.
+// The remaining (body) values give [lo, hi] = [min(0, min x), max(0, max x)] and, with qmax = 255 (or 127):
+// scale = (hi - lo)/qmax (1 for an all-zero row), zp = clamp(round(-lo/scale), 0, qmax),
+// q[k] = clamp(round_half_even(x[k]·(1/scale)) + zp, 0, qmax). A row with a non-finite value gets scale NaN
+// (its outputs become NaN, as in f32), q = 0 and no outliers. x rows are ld_x apart, q rows K apart.
+constexpr int kInt8MaxOutliers = 16;
+constexpr float kInt8OutlierRatio = 2.f;
+struct Int8RowOutliers {
+  int32_t count = 0;
+  int32_t index[kInt8MaxOutliers];
+  float value[kInt8MaxOutliers];
+};
+void quantize_rows_u8_ref(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers* outliers, const float* x,
+                          int64_t rows, int64_t K, int64_t ld_x, int qmax);
+// out[m,n] = act((acc[m,n] - zp[m]·wsum[n]) · (a_scale[m]·w_scale[n]) + bias[n]); bias may be null.
+void int8_epilogue_f32_ref(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp,
+                           const float* w_scale, const int32_t* wsum, const float* bias, int64_t rows, int64_t N,
+                           Act act);
+// One row with outliers: out[n] += (value[i]·w_scale[n])·wq_t[index[i], n] for i = 0, 1, ... in order
+// (wq_t: the int8 weights transposed, (K, N)).
+void int8_outlier_correction_f32_ref(float* out, const Int8RowOutliers& outliers, const float* w_scale,
+                                     const int8_t* wq_t, int64_t N);
+// acc(M,N) = a(M,K) · w(N,K)ᵀ in exact int32 (the definition oneDNN's u8 x s8 -> s32 matmul must meet).
+void gemm_u8s8s32_ref(int32_t* acc, const uint8_t* a, const int8_t* w, int64_t M, int64_t K, int64_t N);
+
+struct Int8KernelTable {
+  const char* name;  // "ref", "avx2", "avx512"
+  void (*quantize_rows_u8)(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers* outliers, const float* x,
+                           int64_t rows, int64_t K, int64_t ld_x, int qmax);
+  void (*int8_epilogue_f32)(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp,
+                            const float* w_scale, const int32_t* wsum, const float* bias, int64_t rows, int64_t N,
+                            Act act);
+  void (*int8_outlier_correction_f32)(float* out, const Int8RowOutliers& outliers, const float* w_scale,
+                                      const int8_t* wq_t, int64_t N);
+};
+const Int8KernelTable& int8_kernels();              // follows kernels(): same ISA, "ref" with ENCORE_KERNELS=ref
+const Int8KernelTable* int8_kernels_for(Isa isa);   // null if this CPU lacks the ISA
+const Int8KernelTable& int8_kernels_ref();
+
+// How an int8 PackedLinear computes: automatic picks native8 with VNNI (or AMX), native7 on other CPUs where
+// oneDNN has an int8 GEMM, emulated elsewhere. Forcing a path is for tests (native7 is correct everywhere).
+enum class Int8Path { automatic, native8, native7, emulated };
+std::shared_ptr<const PackedLinear> create_int8_linear(const float* weight, const float* bias, int64_t N, int64_t K,
+                                                       Int8Path path = Int8Path::automatic);
+Int8Path int8_path_for_this_cpu();  // what automatic resolves to (oneDNN's effective ISA, DNNL_MAX_CPU_ISA included)
+const char* int8_path_name(Int8Path p);
 
 // Round-to-nearest-even f32 -> bf16 (bit patterns), and bf16 -> f32.
 void convert_f32_to_bf16(uint16_t* out, const float* in, int64_t n);

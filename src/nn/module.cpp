@@ -370,6 +370,7 @@ Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act ac
 kernels::Precision precision_of(DType dtype) {
   if (dtype == DType::f32) return kernels::Precision::f32;
   if (dtype == DType::bf16) return kernels::Precision::bf16;
+  if (dtype == DType::i8) return kernels::Precision::int8;
   throw Error(std::string("inference dtype ") + dtype_name(dtype) + " is not supported (float32, bfloat16, int8)");
 }
 

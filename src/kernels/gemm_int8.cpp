@@ -1,0 +1,544 @@
+// int8 linear layers: dynamic quantization with int32 accumulation by oneDNN (scheme: kernels.hpp and
+// docs/quantization.md).
+//
+//   weights     s8, symmetric per output channel, quantized once (quantize_weights_s8)
+//   activations u8, asymmetric per row (token), quantized per call (quantize_rows_u8)
+//   GEMM        oneDNN matmul u8 x s8 -> s32, weights reordered once into its preferred layout
+//   epilogue    out = act((acc - zp·wsum)·a_scale·w_scale + bias)   (int8_epilogue_f32)
+//
+// Why u8 with a zero point rather than symmetric s8: VNNI's vpdpbusd multiplies u8 by s8, so u8 activations
+// reach it without oneDNN's internal +128 shift; GELU outputs (the second FFN GEMM's input) lie in
+// [-0.17, inf), where a symmetric range would waste half the codes; the zero-point term costs one integer
+// multiply-add per output, using wsum[n] = sum_k wq[n,k] computed once.
+//
+// Saturation: without VNNI, oneDNN's u8 x s8 kernels use vpmaddubsw, which adds two u8·s8 products into a
+// saturating int16. 255·127·2 = 64770 overflows it (verified: with DNNL_MAX_CPU_ISA=AVX512_CORE or AVX2 every
+// output of a random u8 x s8 product was wrong), 127·127·2 = 32258 does not: on such CPUs activations use
+// 7 bits (qmax 127). Where oneDNN has no int8 GEMM (or only its reference one), the same quantized numbers are
+// computed in f32 (EmulatedInt8Linear).
+//
+// Threads: PackedLinear is the one kernel-level object that already runs threaded (oneDNN's OpenMP pool);
+// the quantize and epilogue steps are split across the same pool with runtime::parallel_for, the project's
+// one threading primitive (serial when nested, static split), rather than with a second mechanism.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "oneapi/dnnl/dnnl.hpp"
+
+#include "encore/error.hpp"
+#include "kernels/kernels.hpp"
+#include "runtime/parallel.hpp"
+
+namespace encore::kernels {
+
+namespace {
+
+// Per-row quantization parameters, shared by the reference and the SIMD bodies so both quantize identically.
+struct RowQuant {
+  float scale, inv;
+  int32_t zp;
+};
+
+// lo <= 0 <= hi. scale = (hi - lo)/qmax, inv = 1/scale, zp = clamp(round(-lo·inv), 0, qmax). A non-finite
+// row gets scale NaN (outputs NaN, as in f32) and inv 0 (q = zp = 0); a row whose range is 0 or so small that
+// 1/scale overflows is all zeros for int8 (scale 1, zp 0).
+inline RowQuant row_quant_params(float lo, float hi, bool finite, int qmax) {
+  if (!finite) return {std::numeric_limits<float>::quiet_NaN(), 0.f, 0};
+  const float range = hi - lo;
+  if (!std::isfinite(range)) return {std::numeric_limits<float>::quiet_NaN(), 0.f, 0};
+  const float scale = range / static_cast<float>(qmax);
+  const float inv = 1.f / scale;
+  if (!(range > 0.f) || !std::isfinite(inv)) return {1.f, 1.f, 0};
+  const float z = std::nearbyint(-lo * inv);
+  return {scale, inv, static_cast<int32_t>(std::min(std::max(z, 0.f), static_cast<float>(qmax)))};
+}
+
+// |x·inv| <= qmax·(1 + 2^-23) for x in [lo, hi], so the int conversion cannot overflow.
+inline uint8_t quantize_one(float x, const RowQuant& p, int qmax) {
+  const int32_t v = static_cast<int32_t>(std::nearbyint(x * p.inv)) + p.zp;
+  return static_cast<uint8_t>(std::min(std::max(v, 0), qmax));
+}
+
+// The row's outliers, when 1 <= above <= kInt8MaxOutliers values have |x| > thr (above: their count, exact),
+// and the quantization parameters of the remaining values.
+inline RowQuant row_quant_with_outliers(const float* x, int64_t K, float lo, float hi, bool finite, float thr,
+                                        int64_t above, int qmax, Int8RowOutliers& outliers) {
+  outliers.count = 0;
+  if (finite && above >= 1 && above <= kInt8MaxOutliers) {
+    lo = 0.f;
+    hi = 0.f;
+    for (int64_t k = 0; k < K; ++k) {
+      if (std::fabs(x[k]) > thr) {
+        outliers.index[outliers.count] = static_cast<int32_t>(k);
+        outliers.value[outliers.count] = x[k];
+        ++outliers.count;
+      } else {
+        lo = std::min(lo, x[k]);
+        hi = std::max(hi, x[k]);
+      }
+    }
+  }
+  return row_quant_params(lo, hi, finite, qmax);
+}
+
+inline float epilogue_one(int32_t acc, float a_scale, int32_t zp, float w_scale, int32_t wsum, float bias, Act act) {
+  const float v = static_cast<float>(acc - zp * wsum);
+  return act_scalar(v * (a_scale * w_scale) + bias, act);
+}
+
+}  // namespace
+
+// ---------------- scalar definitions ----------------
+
+void quantize_weights_s8(int8_t* q, float* scale, const float* w, int64_t N, int64_t K) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* wr = w + n * K;
+    float amax = 0.f;
+    for (int64_t k = 0; k < K; ++k) {
+      ENCORE_CHECK(std::isfinite(wr[k]), "int8 quantization: weight row ", n, " has a non-finite value");
+      amax = std::max(amax, std::fabs(wr[k]));
+    }
+    // h(s) = (127·s)/127 rounded in f32 is idempotent (checked exhaustively over f32 mantissas), so the scale
+    // recomputed from dequantized weights, max|q·s| = 127·s, is s again.
+    const float s0 = amax / 127.f;
+    float s = (127.f * s0) / 127.f;
+    if (!(s > 0.f) || !std::isfinite(1.f / s)) s = 1.f;  // all-zero (or denormal-tiny) row
+    scale[n] = s;
+    for (int64_t k = 0; k < K; ++k) {
+      const float v = std::nearbyint(wr[k] / s);
+      q[n * K + k] = static_cast<int8_t>(std::min(std::max(v, -127.f), 127.f));
+    }
+  }
+}
+
+void dequantize_weights_s8(float* w, const int8_t* q, const float* scale, int64_t N, int64_t K) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) w[n * K + k] = static_cast<float>(q[n * K + k]) * scale[n];
+}
+
+Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K) {
+  Int8Weights qw;
+  qw.N = N;
+  qw.K = K;
+  // colmax[k] = max_n |w[n,k]|; outlier columns: colmax > ratio·median(colmax), the largest kMax of them
+  std::vector<float> colmax(static_cast<size_t>(K), 0.f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      ENCORE_CHECK(std::isfinite(w[n * K + k]), "int8 quantization: weight row ", n, " has a non-finite value");
+      colmax[k] = std::max(colmax[k], std::fabs(w[n * K + k]));
+    }
+  std::vector<float> sorted = colmax;
+  std::nth_element(sorted.begin(), sorted.begin() + (K - 1) / 2, sorted.end());
+  const float threshold = kInt8OutlierColumnRatio * sorted[(K - 1) / 2];
+  std::vector<int64_t> candidates;
+  for (int64_t k = 0; k < K; ++k)
+    if (colmax[k] > threshold) candidates.push_back(k);
+  std::stable_sort(candidates.begin(), candidates.end(), [&](int64_t a, int64_t b) { return colmax[a] > colmax[b]; });
+  if (candidates.size() > static_cast<size_t>(kInt8MaxOutlierColumns)) candidates.resize(kInt8MaxOutlierColumns);
+  std::sort(candidates.begin(), candidates.end());
+  qw.columns = candidates;
+  const int64_t C = static_cast<int64_t>(qw.columns.size());
+  std::vector<float> body(w, w + N * K);
+  qw.column_values.resize(static_cast<size_t>(N * C));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < C; ++i) {
+      qw.column_values[n * C + i] = w[n * K + qw.columns[i]];
+      body[n * K + qw.columns[i]] = 0.f;
+    }
+  qw.q.resize(static_cast<size_t>(N * K));
+  qw.scale.resize(static_cast<size_t>(N));
+  quantize_weights_s8(qw.q.data(), qw.scale.data(), body.data(), N, K);
+  return qw;
+}
+
+void dequantize_linear_int8(float* w, const Int8Weights& qw) {
+  dequantize_weights_s8(w, qw.q.data(), qw.scale.data(), qw.N, qw.K);
+  const int64_t C = static_cast<int64_t>(qw.columns.size());
+  for (int64_t n = 0; n < qw.N; ++n)
+    for (int64_t i = 0; i < C; ++i) w[n * qw.K + qw.columns[i]] = qw.column_values[n * C + i];
+}
+
+bool int8_round_trip_exact(const Int8Weights& qw) {
+  std::vector<float> w(static_cast<size_t>(qw.N * qw.K));
+  dequantize_linear_int8(w.data(), qw);
+  return quantize_linear_int8(w.data(), qw.N, qw.K) == qw;
+}
+
+void quantize_rows_u8_ref(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers* outliers, const float* x,
+                          int64_t rows, int64_t K, int64_t ld_x, int qmax) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld_x;
+    float lo = 0.f, hi = 0.f;
+    bool finite = true;
+    for (int64_t k = 0; k < K; ++k) {
+      finite = finite && std::isfinite(xr[k]);
+      lo = std::min(lo, xr[k]);
+      hi = std::max(hi, xr[k]);
+    }
+    const float thr = std::max(-lo, hi) / kInt8OutlierRatio;
+    int64_t above = 0;
+    for (int64_t k = 0; k < K && finite; ++k) above += std::fabs(xr[k]) > thr;
+    const RowQuant p = row_quant_with_outliers(xr, K, lo, hi, finite, thr, above, qmax, outliers[r]);
+    scale[r] = p.scale;
+    zp[r] = p.zp;
+    for (int64_t k = 0; k < K; ++k) q[r * K + k] = finite ? quantize_one(xr[k], p, qmax) : 0;
+    for (int32_t i = 0; i < outliers[r].count; ++i) q[r * K + outliers[r].index[i]] = static_cast<uint8_t>(p.zp);
+  }
+}
+
+void int8_epilogue_f32_ref(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp,
+                           const float* w_scale, const int32_t* wsum, const float* bias, int64_t rows, int64_t N,
+                           Act act) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t n = 0; n < N; ++n)
+      out[r * N + n] = epilogue_one(acc[r * N + n], a_scale[r], zp[r], w_scale[n], wsum[n], bias ? bias[n] : 0.f, act);
+}
+
+void int8_outlier_correction_f32_ref(float* out, const Int8RowOutliers& outliers, const float* w_scale,
+                                     const int8_t* wq_t, int64_t N) {
+  for (int32_t i = 0; i < outliers.count; ++i)
+    for (int64_t n = 0; n < N; ++n)
+      out[n] += (outliers.value[i] * w_scale[n]) * static_cast<float>(wq_t[outliers.index[i] * N + n]);
+}
+
+void gemm_u8s8s32_ref(int32_t* acc, const uint8_t* a, const int8_t* w, int64_t M, int64_t K, int64_t N) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      int32_t s = 0;
+      for (int64_t k = 0; k < K; ++k) s += static_cast<int32_t>(a[m * K + k]) * static_cast<int32_t>(w[n * K + k]);
+      acc[m * N + n] = s;
+    }
+}
+
+}  // namespace encore::kernels
+
+// ---------------- SIMD instantiations (as isa_avx512.cpp / isa_avx2.cpp) ----------------
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")
+namespace encore::kernels::int8_avx512 {
+#include "kernels/simd/vec_avx512.inl"
+#include "kernels/simd/math.inl"
+#include "kernels/simd/int8_vec_avx512.inl"
+#include "kernels/simd/int8.inl"
+}  // namespace encore::kernels::int8_avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace encore::kernels::int8_avx2 {
+#include "kernels/simd/vec_avx2.inl"
+#include "kernels/simd/math.inl"
+#include "kernels/simd/int8_vec_avx2.inl"
+#include "kernels/simd/int8.inl"
+}  // namespace encore::kernels::int8_avx2
+#pragma GCC pop_options
+
+namespace encore::kernels {
+
+// ---------------- dispatch: the same ISA as kernels() ----------------
+
+namespace {
+const Int8KernelTable kRefTable{"ref", quantize_rows_u8_ref, int8_epilogue_f32_ref, int8_outlier_correction_f32_ref};
+const Int8KernelTable kAvx2Table{"avx2", int8_avx2::quantize_rows_u8, int8_avx2::int8_epilogue_f32,
+                                 int8_avx2::int8_outlier_correction_f32};
+const Int8KernelTable kAvx512Table{"avx512", int8_avx512::quantize_rows_u8, int8_avx512::int8_epilogue_f32,
+                                   int8_avx512::int8_outlier_correction_f32};
+
+bool verbose() {
+  const char* v = std::getenv("ENCORE_VERBOSE");
+  return v && std::string(v) == "1";
+}
+bool reference_mode() { return std::strcmp(kernels().name, "ref") == 0; }
+}  // namespace
+
+const Int8KernelTable& int8_kernels_ref() { return kRefTable; }
+
+const Int8KernelTable* int8_kernels_for(Isa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(detected_isa())) return nullptr;
+  switch (isa) {
+    case Isa::avx512: return &kAvx512Table;
+    case Isa::avx2: return &kAvx2Table;
+    case Isa::scalar: return &kRefTable;
+  }
+  return nullptr;
+}
+
+const Int8KernelTable& int8_kernels() {
+  static const Int8KernelTable& t = [&]() -> const Int8KernelTable& {
+    const std::string name = kernels().name;  // "ref", "scalar", "avx2", "avx512": decided once in dispatch.cpp
+    return name == "avx512" ? kAvx512Table : name == "avx2" ? kAvx2Table : kRefTable;
+  }();
+  return t;
+}
+
+// ---------------- int8 PackedLinear ----------------
+
+const char* int8_path_name(Int8Path p) {
+  switch (p) {
+    case Int8Path::automatic: return "automatic";
+    case Int8Path::native8: return "oneDNN u8 x s8 -> s32, 8-bit activations";
+    case Int8Path::native7: return "oneDNN u8 x s8 -> s32, 7-bit activations (no VNNI: vpmaddubsw would saturate)";
+    case Int8Path::emulated: return "emulated (no oneDNN int8 GEMM): fake-quantized activations x dequantized weights in fp32 GEMMs";
+  }
+  return "?";
+}
+
+namespace {
+
+// Products and sums stay exact in int32 for K up to 2^31 / (255·127) = 66311: |acc| and |zp·wsum| are each
+// at most 255·127·K.
+constexpr int64_t kMaxK = 65536;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, const dnnl::memory::desc& wei) {
+  dnnl::memory::desc src({M, K}, dt::u8, tag::ab), dst({M, N}, dt::s32, tag::ab);
+  return {dnnl::matmul::desc(src, wei, dst), cpu_engine()};
+}
+
+// Per-thread scratch reused across calls (forward() may run concurrently from several threads): grow-only.
+struct Scratch {
+  std::vector<uint8_t> q;
+  std::vector<float> scale, xf;
+  std::vector<int32_t> zp, acc;
+  std::vector<Int8RowOutliers> outliers;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+template <typename T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
+
+// Quantizes in(M,K) into the scratch with the active kernels, rows split across threads.
+void quantize_input(Scratch& s, const float* in, int64_t M, int64_t K, int qmax) {
+  uint8_t* q = grown(s.q, M * K);
+  float* scale = grown(s.scale, M);
+  int32_t* zp = grown(s.zp, M);
+  Int8RowOutliers* outliers = grown(s.outliers, M);
+  const Int8KernelTable& k8 = int8_kernels();
+  runtime::parallel_for(0, M, row_grain(K), [&](int64_t r0, int64_t r1) {
+    k8.quantize_rows_u8(q + r0 * K, scale + r0, zp + r0, outliers + r0, in + r0 * K, r1 - r0, K, K, qmax);
+  });
+}
+
+class OneDnnInt8Linear final : public PackedLinear {
+ public:
+  OneDnnInt8Linear(const Int8Weights& qw, const float* bias, int bits) {
+    N = qw.N;
+    K = qw.K;
+    precision = Precision::int8;
+    activation_bits = bits;
+    qmax_ = bits == 8 ? 255 : 127;
+    w_scale_ = qw.scale;
+    wsum_.assign(static_cast<size_t>(N), 0);
+    wq_t_.resize(static_cast<size_t>(N * K));
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t j = 0; j < K; ++j) {
+        wsum_[i] += qw.q[i * K + j];
+        wq_t_[j * N + i] = qw.q[i * K + j];
+      }
+    columns_ = qw.columns;
+    const int64_t C = static_cast<int64_t>(columns_.size());
+    column_w_.resize(static_cast<size_t>(C * N));  // (C, N) for out += x[:, columns] · column_w
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < C; ++i) column_w_[i * N + n] = qw.column_values[n * C + i];
+    if (bias) bias_.assign(bias, bias + N);
+    if (reference_mode()) {  // ENCORE_KERNELS=ref: the scalar integer GEMM on the plain weights
+      plain_ = qw.q;
+      return;
+    }
+    // Packed layout resolved once with a representative M (as OneDnnPackedLinear: brgemm's blocking depends
+    // on K, N and the ISA, not on M).
+    packed_desc_ = make_pd(128, K, N, dnnl::memory::desc({K, N}, dt::s8, tag::any)).weights_desc();
+    dnnl::memory src_w({{K, N}, dt::s8, tag::ba}, cpu_engine(), const_cast<int8_t*>(qw.q.data()));
+    packed_ = dnnl::memory(packed_desc_, cpu_engine());
+    dnnl::reorder(src_w, packed_).execute(thread_stream(), src_w, packed_);
+    thread_stream().wait();
+  }
+
+  void forward(float* out, const float* in, int64_t M, Act act) const override {
+    if (M == 0) return;
+    Scratch& s = scratch();
+    quantize_input(s, in, M, K, qmax_);
+    int32_t* acc = grown(s.acc, M * N);
+    if (!plain_.empty()) {
+      gemm_u8s8s32_ref(acc, s.q.data(), plain_.data(), M, K, N);
+    } else {
+      auto& eng = cpu_engine();
+      dnnl::memory src({{M, K}, dt::u8, tag::ab}, eng, s.q.data());
+      dnnl::memory dst({{M, N}, dt::s32, tag::ab}, eng, acc);
+      get(M).execute(thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst}});
+      thread_stream().wait();
+    }
+    const Int8KernelTable& k8 = int8_kernels();
+    const KernelTable& kt = kernels();
+    const float* a_scale = s.scale.data();
+    const int32_t* zp = s.zp.data();
+    const Int8RowOutliers* outliers = s.outliers.data();
+    const float* bias = bias_.empty() ? nullptr : bias_.data();
+    const int64_t C = static_cast<int64_t>(columns_.size());
+    // With outlier columns every row gets a correction, so the activation comes last, in its own pass.
+    const Act fused = C > 0 ? Act::none : act;
+    runtime::parallel_for(0, M, row_grain(N), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1;) {
+        int64_t e = r;  // rows [r, e) have no outliers: one fused epilogue call
+        while (e < r1 && outliers[e].count == 0) ++e;
+        if (e > r) {
+          k8.int8_epilogue_f32(out + r * N, acc + r * N, a_scale + r, zp + r, w_scale_.data(), wsum_.data(), bias,
+                               e - r, N, fused);
+          r = e;
+          continue;
+        }
+        // a row with outliers: the activation waits for their contribution
+        k8.int8_epilogue_f32(out + r * N, acc + r * N, a_scale + r, zp + r, w_scale_.data(), wsum_.data(), bias, 1,
+                             N, Act::none);
+        k8.int8_outlier_correction_f32(out + r * N, outliers[r], w_scale_.data(), wq_t_.data(), N);
+        if (fused != Act::none) kt.activation_f32(out + r * N, out + r * N, N, fused);
+        ++r;
+      }
+    });
+    if (C == 0) return;
+    // out += x[:, columns] · column_w, then the activation
+    float* xc = grown(s.xf, M * C);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t i = 0; i < C; ++i) xc[r * C + i] = in[r * K + columns_[i]];
+    kt.gemm_f32(false, false, M, N, C, 1.f, xc, C, column_w_.data(), N, 1.f, out, N);
+    if (act != Act::none)
+      runtime::parallel_for(0, M, row_grain(N), [&](int64_t r0, int64_t r1) {
+        kt.activation_f32(out + r0 * N, out + r0 * N, (r1 - r0) * N, act);
+      });
+  }
+
+ private:
+  dnnl::matmul get(int64_t M) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = prims_.find(M);
+    if (it != prims_.end()) return it->second;
+    if (prims_.size() > 256) prims_.clear();  // bounded: many distinct token counts cannot grow it forever
+    dnnl::matmul p(make_pd(M, K, N, packed_desc_));
+    prims_.emplace(M, p);
+    return p;
+  }
+
+  int qmax_ = 255;
+  std::vector<float> w_scale_, bias_;
+  std::vector<int32_t> wsum_;
+  std::vector<int8_t> wq_t_;   // (K, N): weight columns for the outlier correction
+  std::vector<int64_t> columns_;  // f32 outlier columns (Int8Weights::columns)
+  std::vector<float> column_w_;   // (columns, N)
+  std::vector<int8_t> plain_;  // reference mode only
+  dnnl::memory::desc packed_desc_;
+  dnnl::memory packed_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<int64_t, dnnl::matmul> prims_;
+};
+
+// The same numbers without an int8 GEMM: x̂ = (q - zp)·a_scale (8-bit; outliers exact), ŵ = wq·w_scale,
+// out = act(x̂·ŵᵀ + bias) in an f32 GEMM. Equal to the native result up to f32 rounding of products and sums.
+class EmulatedInt8Linear final : public PackedLinear {
+ public:
+  EmulatedInt8Linear(const Int8Weights& qw, const float* bias) {
+    N = qw.N;
+    K = qw.K;
+    precision = Precision::int8;
+    native = false;
+    activation_bits = 8;
+    columns_ = qw.columns;
+    std::vector<float> deq(static_cast<size_t>(N * K));
+    dequantize_linear_int8(deq.data(), qw);
+    inner_ = PackedLinear::create(deq.data(), bias, N, K, Precision::f32);
+  }
+
+  void forward(float* out, const float* in, int64_t M, Act act) const override {
+    if (M == 0) return;
+    Scratch& s = scratch();
+    quantize_input(s, in, M, K, 255);
+    float* xf = grown(s.xf, M * K);
+    const uint8_t* q = s.q.data();
+    const float* a_scale = s.scale.data();
+    const int32_t* zp = s.zp.data();
+    const Int8RowOutliers* outliers = s.outliers.data();
+    runtime::parallel_for(0, M, row_grain(K), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t k = 0; k < K; ++k)
+          xf[r * K + k] = static_cast<float>(static_cast<int32_t>(q[r * K + k]) - zp[r]) * a_scale[r];
+        for (int32_t i = 0; i < outliers[r].count; ++i) xf[r * K + outliers[r].index[i]] = outliers[r].value[i];
+        for (int64_t c : columns_) xf[r * K + c] = in[r * K + c];  // f32 columns see the exact input
+      }
+    });
+    inner_->forward(out, xf, M, act);
+  }
+
+ private:
+  std::vector<int64_t> columns_;
+  std::shared_ptr<const PackedLinear> inner_;
+};
+
+}  // namespace
+
+Int8Path int8_path_for_this_cpu() {
+  static const Int8Path path = [] {
+    // oneDNN's effective ISA honours DNNL_MAX_CPU_ISA. VNNI: avx512_core_vnni and above (bit 0x40, AMX
+    // included) or avx2_vnni (bit 0x400).
+    const unsigned isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const bool vnni = (isa & 0x40u) != 0 || (isa & 0x400u) != 0;
+    std::string impl;
+    try {
+      impl = make_pd(128, 256, 256, dnnl::memory::desc({256, 256}, dt::s8, tag::any)).impl_info_str();
+    } catch (const dnnl::error&) {
+      impl.clear();
+    }
+    // oneDNN's reference matmul is correct but orders of magnitude slower than an f32 GEMM: emulate instead.
+    const Int8Path p = impl.empty() || impl.rfind("ref", 0) == 0 ? Int8Path::emulated
+                       : vnni                                     ? Int8Path::native8
+                                                                  : Int8Path::native7;
+    if (verbose())
+      std::fprintf(stderr, "encore: int8 GEMM: %s [oneDNN %s, cpu isa 0x%x]\n", int8_path_name(p),
+                   impl.empty() ? "none" : impl.c_str(), isa);
+    return p;
+  }();
+  return path;
+}
+
+std::shared_ptr<const PackedLinear> create_int8_linear(const float* weight, const float* bias, int64_t N, int64_t K,
+                                                       Int8Path path) {
+  ENCORE_CHECK(N > 0 && K > 0, "PackedLinear: empty weight (", N, ", ", K, ")");
+  ENCORE_CHECK(K <= kMaxK, "int8 linear: in_features ", K, " exceeds ", kMaxK,
+               " (int32 accumulation could overflow); use fp32 or bf16");
+  if (path == Int8Path::automatic) path = int8_path_for_this_cpu();
+  const Int8Weights qw = quantize_linear_int8(weight, N, K);
+  if (path == Int8Path::emulated) return std::make_shared<EmulatedInt8Linear>(qw, bias);
+  return std::make_shared<OneDnnInt8Linear>(qw, bias, path == Int8Path::native8 ? 8 : 7);
+}
+
+}  // namespace encore::kernels

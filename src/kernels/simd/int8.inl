@@ -1,0 +1,79 @@
+// int8 kernel bodies written once over Vec (simd/vec_*.inl + simd/int8_vec_*.inl), instantiated per ISA in
+// gemm_int8.cpp. Their scalar definitions are quantize_rows_u8_ref and int8_epilogue_f32_ref; the row
+// parameters, outliers and tails use the very same scalar helpers (row_quant_with_outliers, quantize_one), and
+// min, max and counts are exact, so quantization is bit-identical to the reference.
+
+void quantize_rows_u8(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers* outliers, const float* x,
+                      int64_t rows, int64_t K, int64_t ld_x, int qmax) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld_x;
+    uint8_t* qr = q + r * K;
+    // lo = min(0, min x), hi = max(0, max x); check = sum(x·0) is NaN iff some x is NaN or ±inf
+    Vec vlo = set1(0.f), vhi = set1(0.f), vcheck = set1(0.f);
+    float lo = 0.f, hi = 0.f, check = 0.f;
+    int64_t k = 0;
+    for (; k + kWidth <= K; k += kWidth) {
+      Vec v = load(xr + k);
+      vlo = vmin(vlo, v);
+      vhi = vmax(vhi, v);
+      vcheck = add(vcheck, mul(v, set1(0.f)));
+    }
+    for (; k < K; ++k) {
+      lo = xr[k] < lo ? xr[k] : lo;
+      hi = xr[k] > hi ? xr[k] : hi;
+      check += xr[k] * 0.f;
+    }
+    const float vl = -reduce_max(mul(vlo, set1(-1.f))), vh = reduce_max(vhi);
+    lo = vl < lo ? vl : lo;
+    hi = vh > hi ? vh : hi;
+    const bool finite = check + reduce_add(vcheck) == 0.f;
+    // above = #{|x| > amax/ratio}, counted until it exceeds kInt8MaxOutliers (then the row has no outliers)
+    const float thr = (-lo > hi ? -lo : hi) / kInt8OutlierRatio;
+    int64_t above = 0;
+    if (finite) {
+      for (k = 0; k + kWidth <= K && above <= kInt8MaxOutliers; k += kWidth) above += count_greater(vabs(load(xr + k)), thr);
+      for (; k < K && above <= kInt8MaxOutliers; ++k) above += (xr[k] < 0.f ? -xr[k] : xr[k]) > thr;
+    }
+    const RowQuant p = row_quant_with_outliers(xr, K, lo, hi, finite, thr, above, qmax, outliers[r]);
+    scale[r] = p.scale;
+    zp[r] = p.zp;
+    // q = clamp(round(x·inv) + zp, 0, qmax); outliers then read as 0 (q = zp)
+    const Vec inv = set1(p.inv);
+    for (k = 0; k + kWidth <= K; k += kWidth) store_u8(qr + k, mul(load(xr + k), inv), p.zp, qmax);
+    for (; k < K; ++k) qr[k] = quantize_one(xr[k], p, qmax);
+    for (int32_t i = 0; i < outliers[r].count; ++i) qr[outliers[r].index[i]] = static_cast<uint8_t>(p.zp);
+  }
+}
+
+void int8_epilogue_f32(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp,
+                       const float* w_scale, const int32_t* wsum, const float* bias, int64_t rows, int64_t N,
+                       Act act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* ar = acc + r * N;
+    float* yr = out + r * N;
+    const float s = a_scale[r];
+    const int32_t z = zp[r];
+    // y = act((acc - zp·wsum)·(a_scale·w_scale) + bias)
+    int64_t n = 0;
+    for (; n + kWidth <= N; n += kWidth) {
+      Vec v = compensated_i32_to_f32(ar + n, wsum + n, z);
+      Vec sc = mul(set1(s), load(w_scale + n));
+      Vec y = bias ? fmadd(v, sc, load(bias + n)) : mul(v, sc);
+      store(yr + n, vact(y, act));
+    }
+    for (; n < N; ++n) yr[n] = epilogue_one(ar[n], s, z, w_scale[n], wsum[n], bias ? bias[n] : 0.f, act);
+  }
+}
+
+void int8_outlier_correction_f32(float* out, const Int8RowOutliers& outliers, const float* w_scale,
+                                 const int8_t* wq_t, int64_t N) {
+  for (int32_t i = 0; i < outliers.count; ++i) {
+    const int8_t* col = wq_t + static_cast<int64_t>(outliers.index[i]) * N;
+    const float v = outliers.value[i];
+    // out[n] += (v·w_scale[n])·wq_t[index, n]
+    int64_t n = 0;
+    for (; n + kWidth <= N; n += kWidth)
+      store(out + n, fmadd(mul(set1(v), load(w_scale + n)), load_i8_as_f32(col + n), load(out + n)));
+    for (; n < N; ++n) out[n] += (v * w_scale[n]) * static_cast<float>(col[n]);
+  }
+}
