@@ -33,6 +33,8 @@ void register_memory(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_embed(CLI::App& app);  // embed, similarity, info
+void register_quantize(CLI::App& app);
+void register_accuracy(CLI::App& app);
 void register_train(CLI::App& app);
 
 }  // namespace encore::cli

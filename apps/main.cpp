@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   encore::cli::register_bench(app);
   encore::cli::register_tokenize(app);
   encore::cli::register_embed(app);
+  encore::cli::register_quantize(app);
+  encore::cli::register_accuracy(app);
   encore::cli::register_train(app);
   try {
     app.parse(argc, argv);

@@ -47,8 +47,9 @@ struct ModelInfo {
 
 class AutoModel {
  public:
-  // dtype: float32 (default) or bfloat16 weights for the encoder layers' GEMMs (activations, accumulation,
-  // LayerNorm and softmax stay float32). Weights are prepared (reordered, converted) once here.
+  // dtype: float32 (default), bfloat16 or int8 for the encoder layers' GEMMs (activations, accumulation,
+  // LayerNorm and softmax stay float32; int8 quantizes the activations per token at run time, see
+  // docs/quantization.md). Weights are prepared (reordered, converted, quantized) once here.
   static AutoModel load(const std::string& model_dir, DType dtype = DType::f32);
   static std::vector<std::string> supported_model_types();
 
@@ -77,5 +78,19 @@ class AutoModel {
   std::shared_ptr<models::EncoderModel> impl_;
   bool materialized_ = false;
 };
+
+// A quantized copy of a checkpoint for int8 inference (`encore quantize`; format in docs/quantization.md):
+// out_dir gets config.json (marked "encore_quantization"), the tokenizer and sentence-transformers files, and a
+// model.safetensors with the encoder layers' Linear weights in int8 (about 4x smaller). AutoModel::load and
+// SentenceEncoder read it in any dtype: int8 then computes exactly what int8 on the original does (the stored
+// weights are what on-the-fly quantization produces), fp32/bf16 compute with the dequantized weights.
+// out_dir must not exist or be empty, and differ from model_dir; it appears complete or not at all.
+struct QuantizeSummary {
+  int64_t quantized = 0;                // Linear weights stored int8
+  std::vector<std::string> kept_f32;    // Linear weights stored f32 (their requantization would not be exact)
+  int64_t bytes_in = 0, bytes_out = 0;  // weight bytes read; model.safetensors bytes written
+};
+QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::string& out_dir,
+                                    DType dtype = DType::i8);
 
 }  // namespace encore

@@ -88,6 +88,8 @@ float half_to_float(uint16_t h) {
 
 }  // namespace
 
+uint64_t st_dtype_bytes(StDType d) { return dtype_bytes(d); }
+
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   auto fail = [&](const std::string& why) -> void { throw Error("safetensors file '" + path + "': " + why); };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -252,6 +254,20 @@ Tensor SafetensorsFile::get_i64(const std::string& name) const {
   return t;
 }
 
+Tensor SafetensorsFile::get_i8(const std::string& name) const {
+  auto it = tensors_.find(name);
+  ENCORE_CHECK(it != tensors_.end(), "safetensors file '", path_, "': no tensor named '", name, "'");
+  ENCORE_CHECK(it->second.dtype == StDType::I8, "safetensors file '", path_, "': tensor '", name, "' has dtype ",
+               st_dtype_name(it->second.dtype), ", expected I8");
+  return Tensor::wrap(const_cast<uint8_t*>(data_of(it->second)), it->second.shape, DType::i8, mapping_);
+}
+
+const uint8_t* SafetensorsFile::raw_data(const std::string& name) const {
+  auto it = tensors_.find(name);
+  ENCORE_CHECK(it != tensors_.end(), "safetensors file '", path_, "': no tensor named '", name, "'");
+  return data_of(it->second);
+}
+
 WeightStore WeightStore::open_file(const std::string& path) {
   WeightStore w;
   w.source_ = path;
@@ -311,6 +327,30 @@ Tensor WeightStore::get_f32(const std::string& name) const {
   auto it = index_.find(name);
   ENCORE_CHECK(it != index_.end(), "weights in '", source_, "' have no tensor named '", name, "'");
   return files_[it->second]->get_f32(name);
+}
+
+Tensor WeightStore::get_i64(const std::string& name) const {
+  auto it = index_.find(name);
+  ENCORE_CHECK(it != index_.end(), "weights in '", source_, "' have no tensor named '", name, "'");
+  return files_[it->second]->get_i64(name);
+}
+
+Tensor WeightStore::get_i8(const std::string& name) const {
+  auto it = index_.find(name);
+  ENCORE_CHECK(it != index_.end(), "weights in '", source_, "' have no tensor named '", name, "'");
+  return files_[it->second]->get_i8(name);
+}
+
+const TensorInfo& WeightStore::info(const std::string& name) const {
+  auto it = index_.find(name);
+  ENCORE_CHECK(it != index_.end(), "weights in '", source_, "' have no tensor named '", name, "'");
+  return files_[it->second]->tensors().at(name);
+}
+
+const uint8_t* WeightStore::raw_data(const std::string& name) const {
+  auto it = index_.find(name);
+  ENCORE_CHECK(it != index_.end(), "weights in '", source_, "' have no tensor named '", name, "'");
+  return files_[it->second]->raw_data(name);
 }
 
 std::vector<std::string> WeightStore::names() const {

@@ -22,6 +22,7 @@ namespace encore::io {
 
 enum class StDType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
 const char* st_dtype_name(StDType d);
+uint64_t st_dtype_bytes(StDType d);  // bytes per element
 
 struct TensorInfo {
   StDType dtype;
@@ -42,6 +43,10 @@ class SafetensorsFile {
   Tensor get_f32(const std::string& name) const;
   // Integer tensors (I64/I32) as int64.
   Tensor get_i64(const std::string& name) const;
+  // An I8 tensor as int8, zero-copy (a view into the mapping).
+  Tensor get_i8(const std::string& name) const;
+  // A tensor's bytes as stored (little-endian), valid while this file is alive.
+  const uint8_t* raw_data(const std::string& name) const;
 
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -66,6 +71,10 @@ class WeightStore {
   static WeightStore open_file(const std::string& safetensors_path);
   bool contains(const std::string& name) const;
   Tensor get_f32(const std::string& name) const;  // throws naming the tensor and the directory if absent
+  Tensor get_i64(const std::string& name) const;  // I64/I32 as int64
+  Tensor get_i8(const std::string& name) const;   // I8, zero-copy
+  const TensorInfo& info(const std::string& name) const;
+  const uint8_t* raw_data(const std::string& name) const;  // as stored; valid while this store is alive
   std::vector<std::string> names() const;
   const std::string& source() const { return source_; }
 

@@ -1,6 +1,8 @@
 #include "models/model.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -68,7 +70,8 @@ Tensor Weights::take(const std::string& name, const Shape& expected) {
     shared_->missing.push_back(full);
     return Tensor::zeros(expected);  // placeholder; finish() refuses the model
   }
-  Tensor t = store_.get_f32(full);
+  std::optional<Tensor> int8 = take_int8_weight(store_, full);  // quantized checkpoints (quantize.cpp)
+  Tensor t = int8 ? *int8 : store_.get_f32(full);
   ENCORE_CHECK(t.shape() == expected, "weight '", full, "' in '", store_.source(), "' has shape ", t.shape_str(),
                " but config.json implies ", shape_str(expected));
   return t;
@@ -115,8 +118,15 @@ std::string activation_from_hf(const std::string& act, const std::string& source
   throw Error(source + ": hidden_act '" + act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)");
 }
 
+namespace {
+thread_local std::vector<std::string>* t_linear_weight_names = nullptr;  // set by encoder_linear_weight_names
+}
+
 nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const PostLnNames& n, int64_t H, int64_t heads,
                                                int64_t I, const std::string& activation, double eps) {
+  if (t_linear_weight_names)
+    for (const std::string* m : {&n.q, &n.k, &n.v, &n.o, &n.ffn_in, &n.ffn_out})
+      t_linear_weight_names->push_back(w.full_name(*m + ".weight"));
   nn::NoInitGuard no_init;
   nn::TransformerEncoderLayer layer(H, heads, I, 0.0, activation, eps, /*batch_first=*/true, /*norm_first=*/false);
   layer.self_attn.in_proj_weight =
@@ -191,15 +201,37 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
     for (auto& k : registered_families()) list += (list.empty() ? "" : ", ") + k;
     throw Error("'" + model_dir + "': model_type '" + type + "' is not supported; supported: " + list);
   }
+  const bool quantized = read_quantization_marker(cfg);
   io::WeightStore store = io::WeightStore::open_dir(model_dir);
   auto model = it->second(cfg, store);
   model->info.model_type = type;
   model->for_each_layer([&](nn::TransformerEncoderLayer& layer) { layer.prepare_inference(dtype); });
+  if (quantized && std::getenv("ENCORE_VERBOSE") && std::string(std::getenv("ENCORE_VERBOSE")) == "1")
+    std::fprintf(stderr, "encore: '%s' is an int8 checkpoint: %s\n", model_dir.c_str(),
+                 dtype == DType::i8 ? "int8 as quantized" : "its dequantized weights run in the requested dtype");
   model->info.dtype = dtype_name(dtype);
   if (cfg.has("architectures") && cfg.json()["architectures"].is_array() && !cfg.json()["architectures"].empty() &&
       cfg.json()["architectures"][0].is_string())
     model->info.architecture = cfg.json()["architectures"][0].get<std::string>();
   return model;
+}
+
+std::vector<std::string> encoder_linear_weight_names(const std::string& model_dir) {
+  HfConfig cfg = HfConfig::load(model_dir);
+  auto it = registry().find(cfg.get_string("model_type"));
+  ENCORE_CHECK(it != registry().end(), "'", model_dir, "': model_type '", cfg.get_string("model_type"),
+               "' is not supported");
+  io::WeightStore store = io::WeightStore::open_dir(model_dir);
+  std::vector<std::string> names;
+  t_linear_weight_names = &names;
+  try {
+    it->second(cfg, store);
+  } catch (...) {
+    t_linear_weight_names = nullptr;
+    throw;
+  }
+  t_linear_weight_names = nullptr;
+  return names;
 }
 
 std::string detect_prefix(const io::WeightStore& store, const std::string& base_prefix, const std::string& probe) {

@@ -43,6 +43,7 @@ class Weights {
   Tensor take(const std::string& name, const Shape& expected);
   std::optional<Tensor> take_optional(const std::string& name, const Shape& expected);
   bool has(const std::string& name) const { return store_.contains(prefix_ + name); }
+  std::string full_name(const std::string& name) const { return prefix_ + name; }
   Weights sub(const std::string& more) const { return Weights(store_, prefix_ + more, shared_); }
   void finish() const;  // throws listing every missing tensor
 
@@ -109,6 +110,13 @@ std::unique_ptr<EncoderModel> load_distilbert(const HfConfig&, const io::WeightS
 std::unique_ptr<EncoderModel> load_albert(const HfConfig&, const io::WeightStore&);
 std::unique_ptr<EncoderModel> load_mpnet(const HfConfig&, const io::WeightStore&);
 std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dtype = DType::f32);
+// Quantized checkpoints (quantize.cpp, docs/quantization.md). The full names of the encoder layers' Linear
+// weights (query, key, value, attention output, FFN in and out) as model_dir's family loader takes them:
+std::vector<std::string> encoder_linear_weight_names(const std::string& model_dir);
+// For Weights::take: an int8 weight of a quantized checkpoint, dequantized to f32 (nullopt: not one).
+std::optional<Tensor> take_int8_weight(const io::WeightStore& store, const std::string& name);
+// Validates config.json's "encore_quantization" entry; true for a quantized checkpoint.
+bool read_quantization_marker(const HfConfig& cfg);
 std::vector<std::string> registered_families();
 
 // Finds which prefix the base model's weights use ("" or e.g. "bert.") by probing probe_name.

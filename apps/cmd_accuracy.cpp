@@ -1,0 +1,161 @@
+// encore accuracy: how close a dtype's sentence embeddings are to fp32's on a corpus (cosine per text).
+//
+//   encore accuracy --dtype int8                       # a small built-in corpus
+//   encore accuracy --dtype int8 -i corpus.jsonl       # JSONL (--field text) or a text file, one text per line
+//   encore accuracy --model q8 --reference orig --dtype int8   # a quantized checkpoint vs its original in fp32
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "apps/common.hpp"
+#include "encore/runtime.hpp"
+#include "encore/sentence_encoder.hpp"
+
+namespace encore::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Varied on purpose: ordinary sentences, a question, code, numbers, non-Latin scripts, emoji, and the
+// degenerate inputs (empty, punctuation only) whose embedding is mostly the special tokens' - the hardest
+// case for per-token quantization.
+const std::vector<std::string> kDefaultCorpus = {
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "A man is riding a horse.",
+    "A woman is playing violin.",
+    "Two men pushed carts through the woods.",
+    "A man is riding a white horse on an enclosed ground.",
+    "A monkey is playing drums.",
+    "Someone in a gorilla costume is playing a set of drums.",
+    "How do I reset my password if I no longer have access to my email?",
+    "The quarterly report shows revenue grew 12% year over year, driven by cloud services.",
+    "Photosynthesis converts light energy into chemical energy stored in glucose.",
+    "def fibonacci(n): return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)",
+    "SELECT name, COUNT(*) FROM users GROUP BY name HAVING COUNT(*) > 1;",
+    "Return a new sorted list from the items in iterable.",
+    "The meeting has been moved to Thursday at 3 pm in room 204.",
+    "Call +1-555-0100 or write to someone@example.org before 2024-05-01.",
+    "Über den Wolken muss die Freiheit wohl grenzenlos sein.",
+    "La vie est belle quand on prend le temps de la regarder.",
+    "El rápido zorro marrón salta sobre el perro perezoso.",
+    "東京は日本の首都です。",
+    "Москва — столица России.",
+    "สวัสดีชาวโลก",
+    "I love this! 😍🔥 Best day ever 🎉",
+    "lol ok",
+    "?",
+    "...",
+    "",
+    "a",
+    "The the the the the the the the the the the the the the the the",
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
+    "darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters.",
+    "Transformers process all tokens of a sequence in parallel and use self-attention to relate every token to "
+    "every other one, which made them the dominant architecture for language tasks within a few years of 2017.",
+};
+
+std::vector<std::string> read_corpus(const std::string& file, const std::string& field) {
+  std::ifstream in(file, std::ios::binary);
+  ENCORE_CHECK(in.good(), "cannot read corpus file '", file, "'");
+  const bool jsonl = fs::path(file).extension() == ".jsonl";
+  std::vector<std::string> texts;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!jsonl) {
+      texts.push_back(line);
+      continue;
+    }
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(detail::concat(file, ":", line_no, ": not valid JSON: ", e.what()));
+    }
+    ENCORE_CHECK(j.is_object() && j.contains(field) && j[field].is_string(), file, ":", line_no,
+                 ": expected an object with a string field '", field, "'");
+    texts.push_back(j[field].get<std::string>());
+  }
+  return texts;
+}
+
+}  // namespace
+
+void register_accuracy(CLI::App& app) {
+  struct Args {
+    std::string model, reference, dtype, input, field = "text";
+    int64_t batch_size = 32;
+    int threads = 0;
+    bool json = false;
+  };
+  static Args a;
+  auto* cmd = app.add_subcommand("accuracy", "cosine of a dtype's embeddings to fp32's on a corpus (min, mean, p1)");
+  cmd->add_option("--model", a.model, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
+  cmd->add_option("--reference", a.reference, "fp32 reference model directory (default: --model)");
+  cmd->add_option("--dtype", a.dtype, "dtype to compare with fp32: bf16 or int8")->required();
+  cmd->add_option("-i,--input", a.input, "corpus: .jsonl (text in --field) or a text file, one text per line "
+                                         "(default: 32 built-in varied texts)");
+  cmd->add_option("--field", a.field, "JSONL field holding the text")->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "texts per forward pass")->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))->capture_default_str();
+  cmd->add_option("--threads", a.threads, "threads (default: all cores)");
+  cmd->add_flag("--json", a.json, "print one JSON object instead of text");
+  cmd->callback([] {
+    if (a.threads > 0) set_num_threads(a.threads);
+    const DType dtype = parse_dtype(a.dtype);
+    const std::vector<std::string> texts = a.input.empty() ? kDefaultCorpus : read_corpus(a.input, a.field);
+    ENCORE_CHECK(!texts.empty(), "the corpus '", a.input, "' has no texts");
+    const std::string model = a.model.empty() ? default_model_dir() : a.model;
+    const std::string reference = a.reference.empty() ? model : a.reference;
+    EncodeOptions opt;
+    opt.batch_size = a.batch_size;
+    const Tensor ref = SentenceEncoder::load(reference, DType::f32).encode(texts, opt);
+    const Tensor got = SentenceEncoder::load(model, dtype).encode(texts, opt);
+    ENCORE_CHECK(ref.shape() == got.shape(), "the reference gives embeddings ", ref.shape_str(), ", the model ",
+                 got.shape_str());
+    const int64_t n = ref.size(0), C = ref.size(1);
+    std::vector<double> cos(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* x = ref.data<float>() + i * C;
+      const float* y = got.data<float>() + i * C;
+      double d = 0, nx = 0, ny = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        d += double(x[c]) * y[c];
+        nx += double(x[c]) * x[c];
+        ny += double(y[c]) * y[c];
+      }
+      cos[i] = nx > 0 && ny > 0 ? d / std::sqrt(nx * ny) : (nx == ny ? 1.0 : 0.0);
+    }
+    std::vector<double> sorted = cos;
+    std::sort(sorted.begin(), sorted.end());
+    double mean = 0;
+    for (double c : cos) mean += c / static_cast<double>(n);
+    const double p1 = sorted[static_cast<size_t>(std::floor(0.01 * static_cast<double>(n - 1)))];  // 1st percentile (lower)
+    const int64_t worst = std::min_element(cos.begin(), cos.end()) - cos.begin();
+    const std::string corpus = a.input.empty() ? "built-in corpus" : a.input;
+    if (a.json) {
+      nlohmann::json j = {{"dtype", dtype_name(dtype)}, {"model", model}, {"reference", reference},
+                          {"corpus", corpus}, {"texts", n}, {"min", sorted.front()}, {"mean", mean}, {"p1", p1},
+                          {"worst_index", worst}};
+      std::printf("%s\n", j.dump().c_str());
+      return;
+    }
+    std::printf("%s vs fp32 on %lld texts (%s), cosine of embeddings:\n", dtype_name(dtype), (long long)n,
+                corpus.c_str());
+    std::printf("  min %.6f   mean %.6f   p1 %.6f\n", sorted.front(), mean, p1);
+    std::string w = texts[worst].substr(0, 60);
+    std::printf("  worst: #%lld %s\n", (long long)worst, nlohmann::json(w).dump(-1, ' ', false,
+                                                                           nlohmann::json::error_handler_t::replace).c_str());
+  });
+}
+
+}  // namespace encore::cli
