@@ -17,11 +17,13 @@ REL = 1e-4
 
 @pytest.fixture(autouse=True)
 def _torch_math_path():
+    fastpath, threads = torch.backends.mha.get_fastpath_enabled(), torch.get_num_threads()
     torch.backends.mha.set_fastpath_enabled(False)
     torch.set_num_threads(1)
     with torch.enable_grad():  # conftest.py turns autograd off for the forward-parity tests
         yield
-    torch.backends.mha.set_fastpath_enabled(True)
+    torch.backends.mha.set_fastpath_enabled(fastpath)  # restore: other files rely on the session's settings
+    torch.set_num_threads(threads)
 
 
 def rel_err(a, b):

@@ -12,9 +12,11 @@ import encore
 
 @pytest.fixture(autouse=True)
 def _grad_on():
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     with torch.enable_grad():
         yield
+    torch.set_num_threads(threads)
 
 
 def hf_name(encore_name):

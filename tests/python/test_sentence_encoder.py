@@ -26,8 +26,10 @@ MIN_COSINE, MAX_ABS = 0.99999, 1e-5
 
 @pytest.fixture(scope="module")
 def st_model():
+    threads = torch.get_num_threads()
     torch.set_num_threads(2)
-    return SentenceTransformer(MODEL, device="cpu")
+    yield SentenceTransformer(MODEL, device="cpu")
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

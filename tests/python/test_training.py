@@ -13,10 +13,13 @@ from encore import nn as enn
 
 @pytest.fixture(autouse=True)
 def _grad_on():
+    fastpath, threads = torch.backends.mha.get_fastpath_enabled(), torch.get_num_threads()
     torch.backends.mha.set_fastpath_enabled(False)
     torch.set_num_threads(1)
     with torch.enable_grad():
         yield
+    torch.backends.mha.set_fastpath_enabled(fastpath)  # restore: other files rely on the session's settings
+    torch.set_num_threads(threads)
 
 
 def test_cross_entropy_and_mse_match_torch():
