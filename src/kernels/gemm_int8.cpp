@@ -315,14 +315,15 @@ dnnl::stream& thread_stream() {
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, const dnnl::memory::desc& wei) {
+dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, const dnnl::memory::desc& wei,
+                                     const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
   dnnl::memory::desc src({M, K}, dt::u8, tag::ab), dst({M, N}, dt::s32, tag::ab);
-  return {dnnl::matmul::desc(src, wei, dst), cpu_engine()};
+  return {dnnl::matmul::desc(src, wei, dst), attr, cpu_engine()};
 }
 
 // Per-thread scratch reused across calls (forward() may run concurrently from several threads): grow-only.
 struct Scratch {
-  std::vector<uint8_t> q;
+  std::vector<uint8_t> q, scratchpad;
   std::vector<float> scale, xf;
   std::vector<int32_t> zp, acc;
   std::vector<Int8RowOutliers> outliers;
@@ -386,66 +387,87 @@ class OneDnnInt8Linear final : public PackedLinear {
     thread_stream().wait();
   }
 
+  // One parallel region per call: each thread quantizes its rows, runs the integer GEMM on them (oneDNN is
+  // single-threaded inside the region) and applies the epilogue while they are in cache. Fewer than
+  // 2·kRowsPerThread rows run on the calling thread, where oneDNN threads the GEMM itself. (Three regions -
+  // quantize, GEMM, epilogue - cost three barriers, which on a loaded machine means three time slices.)
   void forward(float* out, const float* in, int64_t M, Act act) const override {
     if (M == 0) return;
+    runtime::parallel_for(0, M, kRowsPerThread, [&](int64_t r0, int64_t r1) {
+      forward_rows(out + r0 * N, in + r0 * K, r1 - r0, act);
+    });
+  }
+
+ private:
+  static constexpr int64_t kRowsPerThread = 64;
+
+  void forward_rows(float* out, const float* in, int64_t M, Act act) const {
     Scratch& s = scratch();
-    quantize_input(s, in, M, K, qmax_);
+    uint8_t* q = grown(s.q, M * K);
+    float* a_scale = grown(s.scale, M);
+    int32_t* zp = grown(s.zp, M);
+    Int8RowOutliers* outliers = grown(s.outliers, M);
     int32_t* acc = grown(s.acc, M * N);
-    if (!plain_.empty()) {
-      gemm_u8s8s32_ref(acc, s.q.data(), plain_.data(), M, K, N);
-    } else {
-      auto& eng = cpu_engine();
-      dnnl::memory src({{M, K}, dt::u8, tag::ab}, eng, s.q.data());
-      dnnl::memory dst({{M, N}, dt::s32, tag::ab}, eng, acc);
-      get(M).execute(thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst}});
-      thread_stream().wait();
-    }
     const Int8KernelTable& k8 = int8_kernels();
     const KernelTable& kt = kernels();
-    const float* a_scale = s.scale.data();
-    const int32_t* zp = s.zp.data();
-    const Int8RowOutliers* outliers = s.outliers.data();
+    k8.quantize_rows_u8(q, a_scale, zp, outliers, in, M, K, K, qmax_);
+    if (!plain_.empty()) {
+      gemm_u8s8s32_ref(acc, q, plain_.data(), M, K, N);
+    } else {
+      auto& eng = cpu_engine();
+      const std::shared_ptr<const Primitive> p = get(M);
+      uint8_t* pad = grown(s.scratchpad, static_cast<int64_t>(p->scratchpad.get_size()));
+      dnnl::memory src({{M, K}, dt::u8, tag::ab}, eng, q);
+      dnnl::memory dst({{M, N}, dt::s32, tag::ab}, eng, acc);
+      dnnl::memory scratchpad(p->scratchpad, eng, pad);
+      p->matmul.execute(thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad}});
+      thread_stream().wait();
+    }
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     const int64_t C = static_cast<int64_t>(columns_.size());
     // With outlier columns every row gets a correction, so the activation comes last, in its own pass.
     const Act fused = C > 0 ? Act::none : act;
-    runtime::parallel_for(0, M, row_grain(N), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1;) {
-        int64_t e = r;  // rows [r, e) have no outliers: one fused epilogue call
-        while (e < r1 && outliers[e].count == 0) ++e;
-        if (e > r) {
-          k8.int8_epilogue_f32(out + r * N, acc + r * N, a_scale + r, zp + r, w_scale_.data(), wsum_.data(), bias,
-                               e - r, N, fused);
-          r = e;
-          continue;
-        }
-        // a row with outliers: the activation waits for their contribution
-        k8.int8_epilogue_f32(out + r * N, acc + r * N, a_scale + r, zp + r, w_scale_.data(), wsum_.data(), bias, 1,
-                             N, Act::none);
-        k8.int8_outlier_correction_f32(out + r * N, outliers[r], w_scale_.data(), wq_t_.data(), N);
-        if (fused != Act::none) kt.activation_f32(out + r * N, out + r * N, N, fused);
-        ++r;
+    for (int64_t r = 0; r < M;) {
+      int64_t e = r;  // rows [r, e) have no outliers: one fused epilogue call
+      while (e < M && outliers[e].count == 0) ++e;
+      if (e > r) {
+        k8.int8_epilogue_f32(out + r * N, acc + r * N, a_scale + r, zp + r, w_scale_.data(), wsum_.data(), bias,
+                             e - r, N, fused);
+        r = e;
+        continue;
       }
-    });
+      // a row with outliers: the activation waits for their contribution
+      k8.int8_epilogue_f32(out + r * N, acc + r * N, a_scale + r, zp + r, w_scale_.data(), wsum_.data(), bias, 1, N,
+                           Act::none);
+      k8.int8_outlier_correction_f32(out + r * N, outliers[r], w_scale_.data(), wq_t_.data(), N);
+      if (fused != Act::none) kt.activation_f32(out + r * N, out + r * N, N, fused);
+      ++r;
+    }
     if (C == 0) return;
     // out += x[:, columns] · column_w, then the activation
     float* xc = grown(s.xf, M * C);
     for (int64_t r = 0; r < M; ++r)
       for (int64_t i = 0; i < C; ++i) xc[r * C + i] = in[r * K + columns_[i]];
     kt.gemm_f32(false, false, M, N, C, 1.f, xc, C, column_w_.data(), N, 1.f, out, N);
-    if (act != Act::none)
-      runtime::parallel_for(0, M, row_grain(N), [&](int64_t r0, int64_t r1) {
-        kt.activation_f32(out + r0 * N, out + r0 * N, (r1 - r0) * N, act);
-      });
+    if (act != Act::none) kt.activation_f32(out, out, M * N, act);
   }
 
- private:
-  dnnl::matmul get(int64_t M) const {
+  // Per row count: the matmul for the packed weights, with a user scratchpad (each thread passes its own, so
+  // concurrent calls never share oneDNN's library scratchpad).
+  struct Primitive {
+    dnnl::matmul matmul;
+    dnnl::memory::desc scratchpad;
+  };
+  std::shared_ptr<const Primitive> get(int64_t M) const {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = prims_.find(M);
     if (it != prims_.end()) return it->second;
     if (prims_.size() > 256) prims_.clear();  // bounded: many distinct token counts cannot grow it forever
-    dnnl::matmul p(make_pd(M, K, N, packed_desc_));
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd = make_pd(M, K, N, packed_desc_, attr);
+    auto p = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.scratchpad_desc()});
     prims_.emplace(M, p);
     return p;
   }
@@ -460,7 +482,8 @@ class OneDnnInt8Linear final : public PackedLinear {
   dnnl::memory::desc packed_desc_;
   dnnl::memory packed_;
   mutable std::mutex mutex_;
-  mutable std::unordered_map<int64_t, dnnl::matmul> prims_;
+  // shared_ptr: a caller keeps its primitive alive even if the cache is cleared meanwhile
+  mutable std::unordered_map<int64_t, std::shared_ptr<const Primitive>> prims_;
 };
 
 // The same numbers without an int8 GEMM: x̂ = (q - zp)·a_scale (8-bit; outliers exact), ŵ = wq·w_scale,

@@ -144,8 +144,8 @@ bool int8_round_trip_exact(const Int8Weights& qw);
 // scale = (hi - lo)/qmax (1 for an all-zero row), zp = clamp(round(-lo/scale), 0, qmax),
 // q[k] = clamp(round_half_even(x[k]·(1/scale)) + zp, 0, qmax). A row with a non-finite value gets scale NaN
 // (its outputs become NaN, as in f32), q = 0 and no outliers. x rows are ld_x apart, q rows K apart.
-constexpr int kInt8MaxOutliers = 16;
-constexpr float kInt8OutlierRatio = 2.f;
+constexpr int kInt8MaxOutliers = 8;
+constexpr float kInt8OutlierRatio = 4.f;
 struct Int8RowOutliers {
   int32_t count = 0;
   int32_t index[kInt8MaxOutliers];

@@ -49,6 +49,9 @@ const Act kActs[] = {Act::none, Act::relu, Act::gelu_erf, Act::gelu_tanh, Act::s
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
+// Massive values injected per row in variant 4: one, a few, the most a row may have, one too many.
+const int64_t kOutlierCounts[4] = {1, 3, kInt8MaxOutliers, kInt8MaxOutliers + 1};
+
 // Rows of K values exercising every branch of the row quantizer.
 std::vector<float> quantizer_rows(int64_t K, int64_t ld, uint32_t seed, int variant) {
   const int64_t rows = 4;
@@ -60,7 +63,7 @@ std::vector<float> quantizer_rows(int64_t K, int64_t ld, uint32_t seed, int vari
         std::fill(row, row + K, 0.f);
         break;
       case 4:  // a few massive values: outliers when there are at most kInt8MaxOutliers of them
-        for (int64_t i = 0; i < std::min<int64_t>(K, r == 3 ? kInt8MaxOutliers + 1 : 1 + 5 * r); ++i)
+        for (int64_t i = 0; i < std::min<int64_t>(K, kOutlierCounts[r]); ++i)
           row[(i * 7919) % K] = (i % 2 ? -1.f : 1.f) * (30.f + static_cast<float>(i));
         break;
       case 5:  // non-finite
@@ -132,7 +135,7 @@ TEST(Int8, QuantizeRowsReferenceProperties) {
             EXPECT_EQ(q[r * K + out[r].index[i]], zp[r]);            // reads as 0 in the GEMM
           }
           if (variant == 4 && K >= 2 * kInt8MaxOutliers) {
-            EXPECT_EQ(out[r].count, r < 3 ? 1 + 5 * r : 0) << "K=" << K << " (more than kInt8MaxOutliers: none)";
+            EXPECT_EQ(out[r].count, r < 3 ? kOutlierCounts[r] : 0) << "K=" << K << " (more than kInt8MaxOutliers: none)";
           }
           for (int64_t k = 0; k < K; ++k) {
             ASSERT_LE(q[r * K + k], qmax);

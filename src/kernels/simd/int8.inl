@@ -1,7 +1,7 @@
 // int8 kernel bodies written once over Vec (simd/vec_*.inl + simd/int8_vec_*.inl), instantiated per ISA in
-// gemm_int8.cpp. Their scalar definitions are quantize_rows_u8_ref and int8_epilogue_f32_ref; the row
-// parameters, outliers and tails use the very same scalar helpers (row_quant_with_outliers, quantize_one), and
-// min, max and counts are exact, so quantization is bit-identical to the reference.
+// gemm_int8.cpp. Their scalar definitions are the *_ref functions in gemm_int8.cpp; row parameters and tails
+// use the same scalar helpers (row_quant_params, quantize_one), and min, max, counts and outlier positions are
+// exact, so quantization is bit-identical to the reference.
 
 void quantize_rows_u8(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers* outliers, const float* x,
                       int64_t rows, int64_t K, int64_t ld_x, int qmax) {
@@ -31,17 +31,53 @@ void quantize_rows_u8(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers* ou
     const float thr = (-lo > hi ? -lo : hi) / kInt8OutlierRatio;
     int64_t above = 0;
     if (finite) {
-      for (k = 0; k + kWidth <= K && above <= kInt8MaxOutliers; k += kWidth) above += count_greater(vabs(load(xr + k)), thr);
+      for (k = 0; k + kWidth <= K && above <= kInt8MaxOutliers; k += kWidth)
+        above += __builtin_popcount(greater_mask(vabs(load(xr + k)), thr));
       for (; k < K && above <= kInt8MaxOutliers; ++k) above += (xr[k] < 0.f ? -xr[k] : xr[k]) > thr;
     }
-    const RowQuant p = row_quant_with_outliers(xr, K, lo, hi, finite, thr, above, qmax, outliers[r]);
+    Int8RowOutliers& o = outliers[r];
+    o.count = 0;
+    if (above >= 1 && above <= kInt8MaxOutliers) {
+      // the outliers, ascending, and [lo, hi] of the rest (0 included)
+      vlo = set1(0.f);
+      vhi = set1(0.f);
+      lo = 0.f;
+      hi = 0.f;
+      for (k = 0; k + kWidth <= K; k += kWidth) {
+        const Vec v = load(xr + k);
+        const unsigned m = greater_mask(vabs(v), thr);
+        const Vec body = zero_where(v, m);
+        vlo = vmin(vlo, body);
+        vhi = vmax(vhi, body);
+        for (unsigned bits = m; bits; bits &= bits - 1) {
+          const int64_t i = k + __builtin_ctz(bits);
+          o.index[o.count] = static_cast<int32_t>(i);
+          o.value[o.count] = xr[i];
+          ++o.count;
+        }
+      }
+      for (; k < K; ++k) {
+        if ((xr[k] < 0.f ? -xr[k] : xr[k]) > thr) {
+          o.index[o.count] = static_cast<int32_t>(k);
+          o.value[o.count] = xr[k];
+          ++o.count;
+        } else {
+          lo = xr[k] < lo ? xr[k] : lo;
+          hi = xr[k] > hi ? xr[k] : hi;
+        }
+      }
+      const float bl = -reduce_max(mul(vlo, set1(-1.f))), bh = reduce_max(vhi);
+      lo = bl < lo ? bl : lo;
+      hi = bh > hi ? bh : hi;
+    }
+    const RowQuant p = row_quant_params(lo, hi, finite, qmax);
     scale[r] = p.scale;
     zp[r] = p.zp;
     // q = clamp(round(x·inv) + zp, 0, qmax); outliers then read as 0 (q = zp)
     const Vec inv = set1(p.inv);
     for (k = 0; k + kWidth <= K; k += kWidth) store_u8(qr + k, mul(load(xr + k), inv), p.zp, qmax);
     for (; k < K; ++k) qr[k] = quantize_one(xr[k], p, qmax);
-    for (int32_t i = 0; i < outliers[r].count; ++i) qr[outliers[r].index[i]] = static_cast<uint8_t>(p.zp);
+    for (int32_t i = 0; i < o.count; ++i) qr[o.index[i]] = static_cast<uint8_t>(p.zp);
   }
 }
 

@@ -17,9 +17,15 @@ inline void store_u8(uint8_t* q, Vec y, int32_t zp, int32_t qmax) {
   _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm_packus_epi16(w16, w16));
 }
 
-// number of lanes with a[i] > t (ordered compare: NaN lanes do not count)
-inline int count_greater(Vec a, float t) {
-  return __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a.v, _mm256_set1_ps(t), _CMP_GT_OQ))));
+// bit i set where a[i] > t (ordered compare: NaN lanes are not set)
+inline unsigned greater_mask(Vec a, float t) {
+  return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a.v, _mm256_set1_ps(t), _CMP_GT_OQ)));
+}
+// x[i], or 0 where bit i of mask is set
+inline Vec zero_where(Vec x, unsigned mask) {
+  const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i hit = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(mask)), bits), bits);
+  return {_mm256_andnot_ps(_mm256_castsi256_ps(hit), x.v)};
 }
 
 // kWidth int8 values widened to f32

@@ -15,10 +15,12 @@ inline void store_u8(uint8_t* q, Vec y, int32_t zp, int32_t qmax) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(v));
 }
 
-// number of lanes with a[i] > t (ordered compare: NaN lanes do not count)
-inline int count_greater(Vec a, float t) {
-  return __builtin_popcount(static_cast<unsigned>(_mm512_cmp_ps_mask(a.v, _mm512_set1_ps(t), _CMP_GT_OQ)));
+// bit i set where a[i] > t (ordered compare: NaN lanes are not set)
+inline unsigned greater_mask(Vec a, float t) {
+  return static_cast<unsigned>(_mm512_cmp_ps_mask(a.v, _mm512_set1_ps(t), _CMP_GT_OQ));
 }
+// x[i], or 0 where bit i of mask is set
+inline Vec zero_where(Vec x, unsigned mask) { return {_mm512_maskz_mov_ps(static_cast<__mmask16>(~mask), x.v)}; }
 
 // kWidth int8 values widened to f32
 inline Vec load_i8_as_f32(const int8_t* p) {
