@@ -206,11 +206,16 @@ void int8_epilogue_f32_ref(float* out, const int32_t* acc, const float* a_scale,
       out[r * N + n] = epilogue_one(acc[r * N + n], a_scale[r], zp[r], w_scale[n], wsum[n], bias ? bias[n] : 0.f, act);
 }
 
-void int8_outlier_correction_f32_ref(float* out, const Int8RowOutliers& outliers, const float* w_scale,
-                                     const int8_t* wq_t, int64_t N) {
-  for (int32_t i = 0; i < outliers.count; ++i)
-    for (int64_t n = 0; n < N; ++n)
-      out[n] += (outliers.value[i] * w_scale[n]) * static_cast<float>(wq_t[outliers.index[i] * N + n]);
+void int8_epilogue_outliers_f32_ref(float* out, const int32_t* acc, float a_scale, int32_t zp, const float* w_scale,
+                                    const int32_t* wsum, const float* bias, const Int8RowOutliers& outliers,
+                                    const int8_t* wq_t, int64_t N, Act act) {
+  for (int64_t n = 0; n < N; ++n) {
+    float c = 0.f;
+    for (int32_t i = 0; i < outliers.count; ++i)
+      c += outliers.value[i] * static_cast<float>(wq_t[static_cast<int64_t>(outliers.index[i]) * N + n]);
+    const float v = static_cast<float>(acc[n] - zp * wsum[n]);
+    out[n] = act_scalar(v * (a_scale * w_scale[n]) + (bias ? bias[n] : 0.f) + w_scale[n] * c, act);
+  }
 }
 
 void gemm_u8s8s32_ref(int32_t* acc, const uint8_t* a, const int8_t* w, int64_t M, int64_t K, int64_t N) {
@@ -251,11 +256,11 @@ namespace encore::kernels {
 // ---------------- dispatch: the same ISA as kernels() ----------------
 
 namespace {
-const Int8KernelTable kRefTable{"ref", quantize_rows_u8_ref, int8_epilogue_f32_ref, int8_outlier_correction_f32_ref};
+const Int8KernelTable kRefTable{"ref", quantize_rows_u8_ref, int8_epilogue_f32_ref, int8_epilogue_outliers_f32_ref};
 const Int8KernelTable kAvx2Table{"avx2", int8_avx2::quantize_rows_u8, int8_avx2::int8_epilogue_f32,
-                                 int8_avx2::int8_outlier_correction_f32};
+                                 int8_avx2::int8_epilogue_outliers_f32};
 const Int8KernelTable kAvx512Table{"avx512", int8_avx512::quantize_rows_u8, int8_avx512::int8_epilogue_f32,
-                                   int8_avx512::int8_outlier_correction_f32};
+                                   int8_avx512::int8_epilogue_outliers_f32};
 
 bool verbose() {
   const char* v = std::getenv("ENCORE_VERBOSE");
@@ -437,11 +442,9 @@ class OneDnnInt8Linear final : public PackedLinear {
         r = e;
         continue;
       }
-      // a row with outliers: the activation waits for their contribution
-      k8.int8_epilogue_f32(out + r * N, acc + r * N, a_scale + r, zp + r, w_scale_.data(), wsum_.data(), bias, 1, N,
-                           Act::none);
-      k8.int8_outlier_correction_f32(out + r * N, outliers[r], w_scale_.data(), wq_t_.data(), N);
-      if (fused != Act::none) kt.activation_f32(out + r * N, out + r * N, N, fused);
+      // a row with outliers: their contribution joins the epilogue, in the same pass
+      k8.int8_epilogue_outliers_f32(out + r * N, acc + r * N, a_scale[r], zp[r], w_scale_.data(), wsum_.data(), bias,
+                                    outliers[r], wq_t_.data(), N, fused);
       ++r;
     }
     if (C == 0) return;

@@ -138,7 +138,7 @@ bool int8_round_trip_exact(const Int8Weights& qw);
 // Activations, asymmetric per row (token), with the row's outliers taken out. amax = max|x|; when between 1 and
 // kInt8MaxOutliers elements have |x| > amax/kInt8OutlierRatio, those are the row's outliers: their exact values
 // go to `outliers` (their q is the zero point, i.e. they quantize to 0) and the linear adds their contribution
-// from the weights' int8 columns in f32 (int8_outlier_correction_f32_ref). This is what keeps a token like BERT's
+// from the weights' int8 columns in f32 (int8_epilogue_outliers_f32_ref). This is what keeps a token like BERT's
 // [CLS], whose hidden state has one channel ~20x the others, from spending the 8 bits on a single value.
 // The remaining (body) values give [lo, hi] = [min(0, min x), max(0, max x)] and, with qmax = 255 (or 127):
 // scale = (hi - lo)/qmax (1 for an all-zero row), zp = clamp(round(-lo/scale), 0, qmax),
@@ -157,10 +157,12 @@ void quantize_rows_u8_ref(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers
 void int8_epilogue_f32_ref(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp,
                            const float* w_scale, const int32_t* wsum, const float* bias, int64_t rows, int64_t N,
                            Act act);
-// One row with outliers: out[n] += (value[i]·w_scale[n])·wq_t[index[i], n] for i = 0, 1, ... in order
-// (wq_t: the int8 weights transposed, (K, N)).
-void int8_outlier_correction_f32_ref(float* out, const Int8RowOutliers& outliers, const float* w_scale,
-                                     const int8_t* wq_t, int64_t N);
+// One row with outliers, in one pass: the epilogue plus their contribution through the int8 weight columns,
+// out[n] = act((acc[n] - zp·wsum[n])·(a_scale·w_scale[n]) + bias[n] + w_scale[n]·sum_i value[i]·wq_t[index[i], n])
+// (wq_t: the int8 weights transposed, (K, N); the sum in i order).
+void int8_epilogue_outliers_f32_ref(float* out, const int32_t* acc, float a_scale, int32_t zp, const float* w_scale,
+                                    const int32_t* wsum, const float* bias, const Int8RowOutliers& outliers,
+                                    const int8_t* wq_t, int64_t N, Act act);
 // acc(M,N) = a(M,K) · w(N,K)ᵀ in exact int32 (the definition oneDNN's u8 x s8 -> s32 matmul must meet).
 void gemm_u8s8s32_ref(int32_t* acc, const uint8_t* a, const int8_t* w, int64_t M, int64_t K, int64_t N);
 
@@ -171,8 +173,9 @@ struct Int8KernelTable {
   void (*int8_epilogue_f32)(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp,
                             const float* w_scale, const int32_t* wsum, const float* bias, int64_t rows, int64_t N,
                             Act act);
-  void (*int8_outlier_correction_f32)(float* out, const Int8RowOutliers& outliers, const float* w_scale,
-                                      const int8_t* wq_t, int64_t N);
+  void (*int8_epilogue_outliers_f32)(float* out, const int32_t* acc, float a_scale, int32_t zp,
+                                     const float* w_scale, const int32_t* wsum, const float* bias,
+                                     const Int8RowOutliers& outliers, const int8_t* wq_t, int64_t N, Act act);
 };
 const Int8KernelTable& int8_kernels();              // follows kernels(): same ISA, "ref" with ENCORE_KERNELS=ref
 const Int8KernelTable* int8_kernels_for(Isa isa);   // null if this CPU lacks the ISA

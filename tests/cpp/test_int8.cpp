@@ -3,7 +3,7 @@
 // Tolerances, per test:
 //  * quantize_rows_u8 (every ISA) vs quantize_rows_u8_ref: bit-identical q, scale, zero point and outliers (min,
 //    max and counts are exact; the row parameters come from one shared scalar function).
-//  * epilogue / outlier correction vs _ref: 2e-6 scaled by max(1, |terms|) (fused vs unfused multiply-add, and
+//  * epilogues (plain and with a row's outliers) vs _ref: 2e-6 scaled by max(1, |terms|) (fused vs unfused multiply-add, and
 //    the polynomial GELU/exp of the SIMD activations, 1e-6 in ActivationsMatchRef).
 //  * oneDNN's u8 x s8 -> s32 GEMM: exact integers, checked through the whole linear against a pipeline of the
 //    _ref kernels (scalar integer GEMM): max scaled error 1e-5 (f32 rounding in epilogue/corrections only).
@@ -151,7 +151,7 @@ TEST(Int8, QuantizeRowsReferenceProperties) {
       }
 }
 
-TEST(Int8, EpilogueAndCorrectionMatchRef) {
+TEST(Int8, EpiloguesMatchRef) {
   for (const Int8KernelTable* t : int8_tables())
     for (int64_t N : kSizes)
       for (Act act : kActs)
@@ -179,20 +179,28 @@ TEST(Int8, EpilogueAndCorrectionMatchRef) {
               EXPECT_LE(std::fabs(double(got[r * N + n]) - want[r * N + n]), 2e-6 * std::max(1.0, terms))
                   << t->name << " N=" << N << " " << act_name(act);
             }
-          // outlier correction on one row
+          // a row with outliers: the fused epilogue
           const int64_t K = 37;
           std::vector<int8_t> wq_t(K * N);
           for (auto& v : wq_t) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
           Int8RowOutliers o;
-          o.count = 5;
+          o.count = kInt8MaxOutliers;
           for (int i = 0; i < o.count; ++i) {
             o.index[i] = (i * 11) % K;
             o.value[i] = 20.f * (i % 2 ? -1.f : 1.f) + i;
           }
-          auto c1 = randn(N, 9), c2 = c1;
-          t->int8_outlier_correction_f32(c1.data(), o, w_scale.data(), wq_t.data(), N);
-          int8_outlier_correction_f32_ref(c2.data(), o, w_scale.data(), wq_t.data(), N);
-          for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(c1[n], c2[n], 2e-6 * std::max(1.f, std::fabs(c2[n]))) << t->name;
+          std::vector<float> c1(N), c2(N);
+          t->int8_epilogue_outliers_f32(c1.data(), acc.data(), a_scale[0], zp[0], w_scale.data(), wsum.data(), b, o,
+                                        wq_t.data(), N, act);
+          int8_epilogue_outliers_f32_ref(c2.data(), acc.data(), a_scale[0], zp[0], w_scale.data(), wsum.data(), b, o,
+                                         wq_t.data(), N, act);
+          for (int64_t n = 0; n < N; ++n) {
+            double corr = 0;
+            for (int i = 0; i < o.count; ++i) corr += std::fabs(o.value[i] * wq_t[o.index[i] * N + n]);
+            const double terms = std::fabs(double(acc[n] - int64_t(zp[0]) * wsum[n]) * a_scale[0] * w_scale[n]) +
+                                 (b ? std::fabs(b[n]) : 0.0) + w_scale[n] * corr;
+            EXPECT_LE(std::fabs(double(c1[n]) - c2[n]), 2e-6 * std::max(1.0, terms)) << t->name << " outliers N=" << N;
+          }
         }
 }
 
@@ -219,7 +227,8 @@ TEST(Int8, WeightQuantization) {
         EXPECT_EQ(deq[n * K + k], w[n * K + k]);  // f32 columns are exact
       } else {
         amax = std::max(amax, std::fabs(w[n * K + k]));
-        EXPECT_LE(std::fabs(deq[n * K + k] - w[n * K + k]), 0.5f * qw.scale[n] * (1 + 1e-6f));
+        // half a step, plus the f32 rounding of w/scale (at most 127·2^-24 < 1e-5 of a step)
+        EXPECT_LE(std::fabs(deq[n * K + k] - w[n * K + k]), qw.scale[n] * (0.5f + 1e-5f));
       }
     }
     EXPECT_EQ(qw.scale[n], n == 5 ? 1.f : (127.f * (amax / 127.f)) / 127.f);
@@ -246,7 +255,7 @@ TEST(Int8, WeightQuantization) {
 namespace {
 
 // The definition of the int8 linear, from the scalar references: quantize (ref), integer GEMM (ref), epilogue
-// (ref), outlier rows (ref correction), f32 columns in double, then the activation.
+// (ref, with the rows' outliers), f32 columns in double, then the activation.
 std::vector<float> int8_linear_reference(const std::vector<float>& x, int64_t M, int64_t K, const Int8Weights& qw,
                                          const float* bias, Act act, int qmax) {
   const int64_t N = qw.N, C = static_cast<int64_t>(qw.columns.size());
@@ -263,10 +272,9 @@ std::vector<float> int8_linear_reference(const std::vector<float>& x, int64_t M,
   quantize_rows_u8_ref(q.data(), scale.data(), zp.data(), outliers.data(), x.data(), M, K, K, qmax);
   gemm_u8s8s32_ref(acc.data(), q.data(), qw.q.data(), M, K, N);
   std::vector<float> y(M * N);
-  int8_epilogue_f32_ref(y.data(), acc.data(), scale.data(), zp.data(), qw.scale.data(), wsum.data(), bias, M, N,
-                        Act::none);
   for (int64_t m = 0; m < M; ++m) {
-    int8_outlier_correction_f32_ref(y.data() + m * N, outliers[m], qw.scale.data(), wq_t.data(), N);
+    int8_epilogue_outliers_f32_ref(y.data() + m * N, acc.data() + m * N, scale[m], zp[m], qw.scale.data(), wsum.data(),
+                                   bias, outliers[m], wq_t.data(), N, Act::none);
     for (int64_t n = 0; n < N; ++n) {
       double s = y[m * N + n];
       for (int64_t i = 0; i < C; ++i) s += double(x[m * K + qw.columns[i]]) * qw.column_values[n * C + i];

@@ -101,15 +101,26 @@ void int8_epilogue_f32(float* out, const int32_t* acc, const float* a_scale, con
   }
 }
 
-void int8_outlier_correction_f32(float* out, const Int8RowOutliers& outliers, const float* w_scale,
-                                 const int8_t* wq_t, int64_t N) {
-  for (int32_t i = 0; i < outliers.count; ++i) {
-    const int8_t* col = wq_t + static_cast<int64_t>(outliers.index[i]) * N;
-    const float v = outliers.value[i];
-    // out[n] += (v·w_scale[n])·wq_t[index, n]
-    int64_t n = 0;
-    for (; n + kWidth <= N; n += kWidth)
-      store(out + n, fmadd(mul(set1(v), load(w_scale + n)), load_i8_as_f32(col + n), load(out + n)));
-    for (; n < N; ++n) out[n] += (v * w_scale[n]) * static_cast<float>(col[n]);
+void int8_epilogue_outliers_f32(float* out, const int32_t* acc, float a_scale, int32_t zp, const float* w_scale,
+                                const int32_t* wsum, const float* bias, const Int8RowOutliers& outliers,
+                                const int8_t* wq_t, int64_t N, Act act) {
+  const int32_t count = outliers.count;
+  const int8_t* cols[kInt8MaxOutliers];
+  for (int32_t i = 0; i < count; ++i) cols[i] = wq_t + static_cast<int64_t>(outliers.index[i]) * N;
+  // y = act((acc - zp·wsum)·(a_scale·w_scale) + bias + w_scale·sum_i value[i]·wq_t[index[i]])
+  int64_t n = 0;
+  for (; n + kWidth <= N; n += kWidth) {
+    const Vec ws = load(w_scale + n);
+    Vec y = mul(compensated_i32_to_f32(acc + n, wsum + n, zp), mul(set1(a_scale), ws));
+    if (bias) y = add(y, load(bias + n));
+    Vec c = set1(0.f);
+    for (int32_t i = 0; i < count; ++i) c = fmadd(set1(outliers.value[i]), load_i8_as_f32(cols[i] + n), c);
+    store(out + n, vact(fmadd(ws, c, y), act));
+  }
+  for (; n < N; ++n) {
+    float c = 0.f;
+    for (int32_t i = 0; i < count; ++i) c += outliers.value[i] * static_cast<float>(cols[i][n]);
+    const float v = static_cast<float>(acc[n] - zp * wsum[n]);
+    out[n] = act_scalar(v * (a_scale * w_scale[n]) + (bias ? bias[n] : 0.f) + w_scale[n] * c, act);
   }
 }
