@@ -20,7 +20,7 @@ void add_stack_options(CLI::App& cmd, StackOptions& o) {
   cmd.add_flag("--norm-first", o.norm_first, "Pre-LN instead of Post-LN");
   cmd.add_option("--seed", o.seed, "initialisation seed")->capture_default_str();
   cmd.add_option("--threads", o.threads, "threads (default: all cores)");
-  cmd.add_option("--dtype", o.dtype, "weights for inference: fp32 or bf16 (prepared once, like a loaded model)")
+  cmd.add_option("--dtype", o.dtype, "weights for inference: fp32, bf16 or int8 (prepared once, like a loaded model)")
       ->capture_default_str();
 }
 
