@@ -392,9 +392,9 @@ class OneDnnInt8Linear final : public PackedLinear {
     thread_stream().wait();
   }
 
-  // One parallel region per call: each thread quantizes its rows, runs the integer GEMM on them (oneDNN is
-  // single-threaded inside the region) and applies the epilogue while they are in cache. Fewer than
-  // 2·kRowsPerThread rows run on the calling thread, where oneDNN threads the GEMM itself. (Three regions -
+  // One parallel region per call: each thread quantizes its share of the rows, runs the integer GEMM on them
+  // (oneDNN is single-threaded inside the region) and applies the epilogue while they are in cache. Calls of at
+  // most kRowsPerThread rows run on the calling thread, where oneDNN threads the GEMM itself. (Three regions -
   // quantize, GEMM, epilogue - cost three barriers, which on a loaded machine means three time slices.)
   void forward(float* out, const float* in, int64_t M, Act act) const override {
     if (M == 0) return;
