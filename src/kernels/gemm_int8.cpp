@@ -65,14 +65,18 @@ inline RowQuant row_quant_params(float lo, float hi, bool finite, int qmax) {
   return {scale, inv, static_cast<int32_t>(std::min(std::max(z, 0.f), static_cast<float>(qmax)))};
 }
 
-// |x·inv| <= qmax·(1 + 2^-23) for x in [lo, hi], so the int conversion cannot overflow.
+// |x·inv| <= qmax·(1 + 2^-23) for x in [lo, hi]. Products out of that range (a row's outliers, whose q is
+// overwritten afterwards, or NaN in a non-finite row) are saturated first: converting them to int is undefined.
 inline uint8_t quantize_one(float x, const RowQuant& p, int qmax) {
-  const int32_t v = static_cast<int32_t>(std::nearbyint(x * p.inv)) + p.zp;
+  float y = x * p.inv;
+  y = y >= -1e6f ? (y <= 1e6f ? y : 1e6f) : -1e6f;  // NaN -> -1e6
+  const int32_t v = static_cast<int32_t>(std::nearbyint(y)) + p.zp;
   return static_cast<uint8_t>(std::min(std::max(v, 0), qmax));
 }
 
 // The row's outliers, when 1 <= above <= kInt8MaxOutliers values have |x| > thr (above: their count, exact),
-// and the quantization parameters of the remaining values.
+// and the quantization parameters of the remaining values (the scalar reference's way; simd/int8.inl computes
+// the same vectorized).
 inline RowQuant row_quant_with_outliers(const float* x, int64_t K, float lo, float hi, bool finite, float thr,
                                         int64_t above, int qmax, Int8RowOutliers& outliers) {
   outliers.count = 0;

@@ -75,6 +75,10 @@ std::vector<float> quantizer_rows(int64_t K, int64_t ld, uint32_t seed, int vari
       case 7:  // values exactly halfway between codes and on the range ends
         for (int64_t k = 0; k < K; ++k) row[k] = static_cast<float>(k % 11) * 0.5f - 2.5f;
         break;
+      case 8:  // a huge outlier over a tiny body: x·(1/scale) far outside int32 for the outlier itself
+        for (int64_t k = 0; k < K; ++k) row[k] *= 1e-3f;
+        row[(r * 5) % K] = r % 2 ? -1e30f : 1e30f;
+        break;
       default:
         break;
     }
@@ -89,7 +93,7 @@ TEST(Int8, QuantizeRowsMatchesRefBitwise) {
   for (const Int8KernelTable* t : int8_tables())
     for (int64_t K : kSizes)
       for (int qmax : {255, 127})
-        for (int variant = 0; variant < 8; ++variant) {
+        for (int variant = 0; variant < 9; ++variant) {
           const int64_t rows = 4, ld = K + (variant % 2) * 5;  // odd variants read strided rows
           auto x = quantizer_rows(K, ld, static_cast<uint32_t>(K * 31 + variant), variant);
           std::vector<uint8_t> q1(rows * K), q2(rows * K);
@@ -116,7 +120,7 @@ TEST(Int8, QuantizeRowsMatchesRefBitwise) {
 TEST(Int8, QuantizeRowsReferenceProperties) {
   for (int64_t K : kSizes)
     for (int qmax : {255, 127})
-      for (int variant : {0, 1, 2, 3, 4, 7}) {
+      for (int variant : {0, 1, 2, 3, 4, 7, 8}) {
         const int64_t rows = 4;
         auto x = quantizer_rows(K, K, static_cast<uint32_t>(K + variant), variant);
         std::vector<uint8_t> q(rows * K);
