@@ -148,6 +148,34 @@ def test_quantized_checkpoint_runs_exactly_like_on_the_fly(quantized_dir, int8_e
     assert np.abs(deq - int8_embeddings).max() > 1e-5
 
 
+def _tiny(family):
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    small = dict(vocab_size=100, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96)
+    if family == "albert":  # one shared layer group, factorized embeddings
+        return tf.AlbertModel(tf.AlbertConfig(embedding_size=16, hidden_size=64, **small))
+    if family == "distilbert":
+        return tf.DistilBertModel(tf.DistilBertConfig(vocab_size=100, dim=64, n_layers=2, n_heads=4, hidden_dim=96))
+    config = {"bert": tf.BertConfig, "roberta": tf.RobertaConfig, "mpnet": tf.MPNetConfig, "electra": tf.ElectraConfig}
+    model = {"bert": tf.BertModel, "roberta": tf.RobertaModel, "mpnet": tf.MPNetModel, "electra": tf.ElectraModel}
+    return model[family](config[family](hidden_size=64, **small))
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "albert", "electra", "mpnet"])
+def test_quantize_every_family(family, tmp_path):
+    """Each family's loader names its encoder Linear weights; the quantized copy runs exactly like int8 on the fly."""
+    _tiny(family).save_pretrained(tmp_path / "m", safe_serialization=True)
+    layers = 1 if family == "albert" else 2  # ALBERT's layers share one set of weights
+    out = run("quantize", tmp_path / "m", tmp_path / "q").stdout
+    assert f"{6 * layers} encoder Linear weights stored int8" in out, out
+    ids = np.array([[0, 5, 17, 42, 8, 2]], np.int64)
+    on_the_fly = encore.AutoModel.load(str(tmp_path / "m"), dtype="int8")(ids)
+    np.testing.assert_array_equal(encore.AutoModel.load(str(tmp_path / "q"), dtype="int8")(ids), on_the_fly)
+    assert cosines(on_the_fly, encore.AutoModel.load(str(tmp_path / "m"))(ids)).min() >= 0.999
+
+
 def test_cli_accuracy_report(model_dir, quantized_dir, fp32_embeddings, int8_embeddings):
     rep = json.loads(run("accuracy", "--dtype", "int8", "-i", CORPUS_PATH, "--json").stdout)
     cos = cosines(int8_embeddings, fp32_embeddings)
