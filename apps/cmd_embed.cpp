@@ -133,7 +133,7 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
   n->excludes(nn);
   cmd->add_flag("--no-truncation", a.no_truncation, "fail on texts longer than max length instead of truncating");
   cmd->add_option("--threads", a.threads, "threads (default: all cores)");
-  cmd->add_option("--dtype", a.dtype, "encoder weights: fp32 or bf16")->capture_default_str();
+  cmd->add_option("--dtype", a.dtype, "encoder GEMMs: fp32, bf16 or int8 (docs/quantization.md)")->capture_default_str();
   if (with_io) {
     cmd->add_option("-i,--input", a.input, "text file, one text per line ('-' for stdin), or JSONL with --jsonl/.jsonl");
     cmd->add_flag("--jsonl", a.jsonl, "read -i as JSONL objects");

@@ -14,7 +14,7 @@ void bind_models(py::module_& m) {
             py::gil_scoped_release nogil;
             return encore::AutoModel::load(path, d);
           },
-          py::arg("path"), py::arg("dtype") = "fp32", "dtype: 'fp32' or 'bf16' encoder weights")
+          py::arg("path"), py::arg("dtype") = "fp32", "dtype: 'fp32', 'bf16' or 'int8' encoder GEMMs (weights prepared once at load)")
       .def_static("supported_model_types", &encore::AutoModel::supported_model_types)
       .def(
           "__call__",

@@ -68,7 +68,7 @@ PYBIND11_MODULE(_encore, m) {
             return self;
           },
           py::arg("dtype") = "fp32",
-          "Snapshot the weights for fast eval-mode inference (fp32 or bf16); dropped by load_state_dict/train()");
+          "Snapshot the weights for fast eval-mode inference (fp32, bf16 or int8); dropped by load_state_dict/train()");
 
   py::class_<nn::LayerNorm, nn::Module>(mnn, "LayerNorm")
       .def(
