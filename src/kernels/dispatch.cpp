@@ -30,6 +30,7 @@ KernelTable make_ref_table(const char* name, bool onednn_gemm) {
   t.activation_f32 = activation_f32_ref;
   t.gated_f32 = gated_f32_ref;
   t.add_f32 = add_f32_ref;
+  t.attention_fused_f32 = attention_fused_f32_ref;
   return t;
 }
 
@@ -76,6 +77,11 @@ const KernelTable& choose() {
     std::fprintf(stderr, "encore: cpu isa %s, kernels %s, GEMM %s (oneDNN %d.%d.%d, cpu isa %d)\n",
                  isa_name(best), t->name, t == &table_ref() ? "scalar reference" : "oneDNN", v->major, v->minor,
                  v->patch, static_cast<int>(dnnl_get_effective_cpu_isa()));
+    std::fprintf(stderr,
+                 "encore: attention: fused %s kernel (online softmax, %lld-query x %lld-key tiles, no T x T buffer) "
+                 "unless weights are requested or ENCORE_ATTENTION=unfused\n",
+                 t == &table_ref() || t == &table_scalar() ? "scalar reference" : t->name,
+                 static_cast<long long>(kAttentionQueryTile), static_cast<long long>(kAttentionKeyTile));
   }
   return *t;
 }

@@ -3,6 +3,7 @@
 // encore::kernels::avx2 is compiled for avx2, and it is only called after dispatch.cpp checked the CPU.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/kernels.hpp"
@@ -14,6 +15,7 @@ namespace encore::kernels::avx2 {
 #include "kernels/simd/vec_avx2.inl"
 #include "kernels/simd/math.inl"
 #include "kernels/simd/kernels.inl"
+#include "kernels/simd/attention_fused.inl"
 }  // namespace encore::kernels::avx2
 
 #pragma GCC pop_options
@@ -30,6 +32,7 @@ KernelTable make_avx2_table() {
   t.activation_f32 = avx2::activation_f32;
   t.gated_f32 = avx2::gated_f32;
   t.add_f32 = avx2::add_f32;
+  t.attention_fused_f32 = avx2::attention_fused_f32;
   return t;
 }
 }  // namespace encore::kernels

@@ -6,6 +6,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/kernels.hpp"
@@ -17,6 +18,7 @@ namespace encore::kernels::avx512 {
 #include "kernels/simd/vec_avx512.inl"
 #include "kernels/simd/math.inl"
 #include "kernels/simd/kernels.inl"
+#include "kernels/simd/attention_fused.inl"
 }  // namespace encore::kernels::avx512
 
 #pragma GCC pop_options
@@ -33,6 +35,7 @@ KernelTable make_avx512_table() {
   t.activation_f32 = avx512::activation_f32;
   t.gated_f32 = avx512::gated_f32;
   t.add_f32 = avx512::add_f32;
+  t.attention_fused_f32 = avx512::attention_fused_f32;
   return t;
 }
 }  // namespace encore::kernels

@@ -16,6 +16,8 @@ const char* isa_name(Isa isa);
 enum class Act { none, relu, gelu_erf, gelu_tanh, silu, tanh };
 const char* act_name(Act act);
 
+struct AttentionBlock;  // below
+
 struct KernelTable {
   const char* name;  // "ref", "avx2", "avx512"
 
@@ -47,7 +49,40 @@ struct KernelTable {
   void (*gated_f32)(float* out, const float* in, int64_t rows, int64_t F, Act act);
   // out[i] = a[i] + b[i]; out may alias a or b.
   void (*add_f32)(float* out, const float* a, const float* b, int64_t n);
+  // Fused attention over one (sequence, head) block, see AttentionBlock; scratch holds
+  // attention_fused_scratch_floats(Dk, Dv) floats.
+  void (*attention_fused_f32)(const AttentionBlock& a, float* scratch);
 };
+
+// One (sequence, head) of scaled dot-product attention, computed without a T x S score matrix:
+//   p[i, :] = softmax_j(scale·(q[i,:]·k[j,:]) + bias[i,j] + key_mask[j])   over the keys j in [0, S)
+//   out[i, :] = sum_j p[i, j]·v[j, :]
+// with, when causal, key j excluded for query i if j > q_start + i (query i is query q_start + i of the
+// sequence). A query with no finite score gets out = 0 (never NaN), as softmax_masked does. Rows of q, k, v,
+// out and bias are ld_* floats apart (views into a packed (T, 3E) QKV buffer work as they are); bias and
+// key_mask may be null. The fast kernels tile queries (kAttentionQueryTile) and keys (kAttentionKeyTile) and keep
+// a running max and sum per query (online softmax, the accumulator rescaled when the max grows).
+struct AttentionBlock {
+  float* out = nullptr;
+  int64_t ld_out = 0;
+  const float* q = nullptr;
+  int64_t ld_q = 0;
+  const float* k = nullptr;
+  int64_t ld_k = 0;
+  const float* v = nullptr;
+  int64_t ld_v = 0;
+  int64_t T = 0, S = 0, Dk = 0, Dv = 0;
+  float scale = 1.f;
+  const float* bias = nullptr;  // (T, S) additive, rows ld_bias apart
+  int64_t ld_bias = 0;
+  const float* key_mask = nullptr;  // (S) additive
+  bool causal = false;
+  int64_t q_start = 0;
+};
+constexpr int64_t kAttentionQueryTile = 32;
+constexpr int64_t kAttentionKeyTile = 128;
+int64_t attention_fused_scratch_floats(int64_t Dk, int64_t Dv);
+void attention_fused_f32_ref(const AttentionBlock& a, float* scratch);
 
 const KernelTable& kernels();      // the active table (decided once, logged with ENCORE_VERBOSE=1)
 const KernelTable& kernels_ref();  // scalar reference twins

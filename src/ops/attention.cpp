@@ -1,7 +1,13 @@
-// Scaled dot-product attention, one (batch, head) pair per task:
+// Scaled dot-product attention:
 //   scores = Q_bh · K_bhᵀ (T×S) ; P = softmax(scores/√d + masks) ; out_bh = P · V_bh (T×Dv)
-// The T×S score buffer is per thread (or the caller's probs tensor when weights are wanted).
+// Two paths. Fused (inference without weights): one task per (sequence, head, query tile) runs the fused
+// kernel, which never holds more than a query tile x key tile block of scores. Unfused (weights wanted, or
+// dropout): one (batch, head) pair per task with a T×S score buffer per thread (or the caller's probs tensor).
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
@@ -9,11 +15,131 @@
 
 namespace encore::ops {
 
+namespace {
+
+bool unfused_requested() {
+  const char* v = std::getenv("ENCORE_ATTENTION");
+  return v && std::strcmp(v, "unfused") == 0;
+}
+
+// One sequence of a fused call: where its rows start in q, k, v and out, how many queries and keys count,
+// and its additive key mask (null when its padding was turned into a shorter key range).
+struct FusedSeq {
+  const float *q, *k, *v;
+  float* out;
+  int64_t T, S;
+  const float* key_mask;
+};
+
+// A key padding row that is 0 on a prefix and -inf after it (right padding, what tokenizers produce) is the
+// same as attending to the prefix only: {prefix length, no mask}. Any other row is applied as a mask.
+std::pair<int64_t, const float*> key_range(const float* row, int64_t S) {
+  if (!row) return {S, nullptr};
+  int64_t n = 0;
+  while (n < S && row[n] == 0.f) ++n;
+  for (int64_t j = n; j < S; ++j)
+    if (row[j] != -std::numeric_limits<float>::infinity()) return {S, row};
+  return {n, nullptr};
+}
+
+// Runs the fused kernel over (sequence, head, query tile) tasks. Head h of a sequence reads columns
+// [h·Dk, (h+1)·Dk) of q and k and [h·Dv, (h+1)·Dv) of v and out; the bias of (sequence b, head h) is
+// bias + (bias_per_head ? (b·H + h)·bias_rows·ld_bias : 0), its rows ld_bias apart.
+Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64_t Dk, int64_t Dv, int64_t ld_q,
+                 int64_t ld_k, int64_t ld_v, int64_t ld_out, float scale, const float* bias, bool bias_per_head,
+                 int64_t bias_rows, int64_t ld_bias, bool causal) {
+  const int64_t Q = kernels::kAttentionQueryTile;
+  std::vector<int64_t> first_task(seqs.size() + 1, 0);  // tasks of sequence b: [first_task[b], first_task[b+1])
+  for (size_t b = 0; b < seqs.size(); ++b) first_task[b + 1] = first_task[b] + H * ((seqs[b].T + Q - 1) / Q);
+  const auto& kt = kernels::kernels();
+  const int64_t scratch_floats = kernels::attention_fused_scratch_floats(Dk, Dv);
+  runtime::parallel_for(0, first_task.back(), 1, [&](int64_t t0, int64_t t1) {
+    Tensor scratch = Tensor::empty({scratch_floats});
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = std::upper_bound(first_task.begin(), first_task.end(), t) - first_task.begin() - 1;
+      const FusedSeq& sq = seqs[b];
+      const int64_t tiles = (sq.T + Q - 1) / Q, local = t - first_task[b];
+      const int64_t h = local / tiles, i0 = (local % tiles) * Q;
+      kernels::AttentionBlock a;
+      a.q = sq.q + i0 * ld_q + h * Dk;
+      a.k = sq.k + h * Dk;
+      a.v = sq.v + h * Dv;
+      a.out = sq.out + i0 * ld_out + h * Dv;
+      a.ld_q = ld_q;
+      a.ld_k = ld_k;
+      a.ld_v = ld_v;
+      a.ld_out = ld_out;
+      a.T = std::min(Q, sq.T - i0);
+      a.S = sq.S;
+      a.Dk = Dk;
+      a.Dv = Dv;
+      a.scale = scale;
+      if (bias) {
+        a.bias = bias + (bias_per_head ? (b * H + h) * bias_rows * ld_bias : 0) + i0 * ld_bias;
+        a.ld_bias = ld_bias;
+      }
+      a.key_mask = sq.key_mask;
+      a.causal = causal;
+      a.q_start = i0;
+      kt.attention_fused_f32(a, scratch.data<float>());
+    }
+  });
+  return out;
+}
+
+// Padding-free batch (AttentionMasks::cu_seqlens): q, k, v are (1, N, E).
+Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const AttentionMasks& masks) {
+  const std::vector<int64_t>& cu = masks.cu_seqlens;
+  const int64_t N = q.size(1), E = q.size(2), Ev = v.size(2), B = static_cast<int64_t>(cu.size()) - 1;
+  ENCORE_CHECK(q.size(0) == 1 && k.size(0) == 1 && v.size(0) == 1 && k.size(1) == N && v.size(1) == N,
+               "attention: a padding-free batch needs q, k, v of shape (1, N, E), got ", q.shape_str(), ", ",
+               k.shape_str(), ", ", v.shape_str());
+  ENCORE_CHECK(B >= 1 && cu.front() == 0 && cu.back() == N, "attention: cu_seqlens must run from 0 to ", N);
+  ENCORE_CHECK(!masks.key_padding_mask.defined(), "attention: a padding-free batch takes no key_padding_mask");
+  int64_t longest = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    ENCORE_CHECK(cu[b + 1] >= cu[b], "attention: cu_seqlens must not decrease");
+    longest = std::max(longest, cu[b + 1] - cu[b]);
+  }
+  const Tensor& am = masks.attn_mask;
+  int64_t P = 0;
+  if (am.defined()) {
+    P = am.size(-1);
+    if (am.dim() == 3)
+      check_shape(am, "attn_mask", {B * H, P, P});
+    else
+      check_shape(am, "attn_mask", {P, P});
+    ENCORE_CHECK(P >= longest, "attention: attn_mask ", am.shape_str(), " is shorter than the longest sequence ",
+                 longest);
+  }
+  Tensor out = Tensor::empty({1, N, Ev});
+  std::vector<FusedSeq> seqs(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t r = cu[b], len = cu[b + 1] - cu[b];
+    seqs[b] = {q.data<float>() + r * q.strides()[1], k.data<float>() + r * k.strides()[1],
+               v.data<float>() + r * v.strides()[1], out.data<float>() + r * Ev, len, len, nullptr};
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(E / H)));
+  return run_fused(out, seqs, H, E / H, Ev / H, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale,
+                   am.defined() ? am.data<float>() : nullptr, am.defined() && am.dim() == 3, P, P, masks.causal);
+}
+
+}  // namespace
+
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed) {
   ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),
                ", ", k.shape_str(), ", ", v.shape_str());
+  if (!masks.cu_seqlens.empty()) {
+    ENCORE_CHECK(!probs && !(training && dropout_p > 0.0),
+                 "attention: a padding-free batch (cu_seqlens) returns no weights and applies no dropout");
+    ENCORE_CHECK(q.strides()[2] == 1 && k.strides()[2] == 1 && v.strides()[2] == 1,
+                 "attention: q, k, v need a contiguous last dimension");
+    ENCORE_CHECK(heads > 0 && q.size(2) % heads == 0 && v.size(2) % heads == 0 && k.size(2) == q.size(2), "attention: ",
+                 heads, " heads do not divide the dims ", q.size(2), " and ", v.size(2));
+    return attention_varlen(q, k, v, heads, masks);
+  }
   const int64_t B = q.size(0), T = q.size(1), E = q.size(2), S = k.size(1), Ev = v.size(2);
   ENCORE_CHECK(k.size(0) == B && v.size(0) == B && v.size(1) == S && k.size(2) == E,
                "attention: q ", q.shape_str(), ", k ", k.shape_str(), ", v ", v.shape_str(), " do not agree");
@@ -35,6 +161,17 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
   if (masks.key_padding_mask.defined()) check_shape(masks.key_padding_mask, "key_padding_mask", {B, S});
 
   Tensor out = Tensor::empty({B, T, Ev});
+  if (!probs && !(training && dropout_p > 0.0) && !unfused_requested()) {
+    const float* kpm = masks.key_padding_mask.defined() ? masks.key_padding_mask.data<float>() : nullptr;
+    std::vector<FusedSeq> seqs(B);
+    for (int64_t b = 0; b < B; ++b) {
+      auto [keys, key_mask] = key_range(kpm ? kpm + b * S : nullptr, S);
+      seqs[b] = {q.data<float>() + b * q.strides()[0], k.data<float>() + b * k.strides()[0],
+                 v.data<float>() + b * v.strides()[0], out.data<float>() + b * T * Ev, T, keys, key_mask};
+    }
+    return run_fused(out, seqs, H, Dh, Dv, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale,
+                     am.defined() ? am.data<float>() : nullptr, am3, T, S, masks.causal);
+  }
   if (probs) *probs = Tensor::empty({B, H, T, S});
 
   const auto& kt = kernels::kernels();

@@ -3,6 +3,7 @@
 // kernel table. Inputs may be strided views only where stated; outputs are freshly allocated, contiguous.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "encore/tensor.hpp"
 #include "kernels/kernels.hpp"
@@ -43,12 +44,19 @@ struct AttentionMasks {
   Tensor attn_mask;         // additive f32 (T, S) or (B*H, T, S), or undefined
   Tensor key_padding_mask;  // additive f32 (B, S), or undefined
   bool causal = false;      // key j > query i is masked (top-left aligned when T != S)
+  // Padding-free batch: q, k, v are (1, N, E) holding sequences back to back, sequence b in rows
+  // [cu_seqlens[b], cu_seqlens[b+1]); each attends within itself only. attn_mask is then (P, P) or (B*H, P, P)
+  // for a padded length P >= every sequence, and sequence b uses its top-left (len, len) block; no
+  // key_padding_mask. Runs the fused kernel (no weights, no dropout).
+  std::vector<int64_t> cu_seqlens;
 };
 
 // Scaled dot-product attention over heads. q (B, T, E), k (B, S, E), v (B, S, Ev) with last dim contiguous
 // and any row strides (views into a packed QKV buffer are fine). Returns (B, T, Ev) with heads concatenated.
 // probs, if non-null, receives the per-head probabilities (B, H, T, S) after masking - and after dropout in
 // training mode, as torch returns attention weights (training code uses attention_forward_train instead).
+// Without probs and dropout it runs the fused kernel (kernels::AttentionBlock: no T x S buffer), unless the
+// environment has ENCORE_ATTENTION=unfused (read per call, so one process can A/B the two paths).
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed);

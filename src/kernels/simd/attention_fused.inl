@@ -1,0 +1,189 @@
+// Fused (flash-style) attention over Vec, instantiated per ISA next to kernels.inl. Scalar meaning:
+// attention_fused_f32_ref (attention_fused_ref.cpp); contract: AttentionBlock in kernels.hpp.
+// Per tile of up to kAttentionQueryTile queries, the keys are visited in tiles of kAttentionKeyTile:
+//   s = scale·Q·K_tileᵀ + masks ; m' = max(m, rowmax s) ; p = exp(s - m') ;
+//   l = l·exp(m - m') + rowsum p ; acc = acc·exp(m - m') + p·V_tile ; m = m'
+// and finally out = acc / l. No T x S buffer exists: the scores live in one (query tile x key tile) block.
+
+namespace attention_detail {
+
+constexpr int64_t kQT = kAttentionQueryTile;
+constexpr int64_t kKT = kAttentionKeyTile;
+
+// s[r, c + x·W] = scale · sum_d q[r, d]·kt[d, c + x·W]  for R rows and NV vectors of keys (kt: K tile transposed)
+template <int R, int NV>
+inline void score_block(float* s, const float* q, int64_t ld_q, const float* kt, int64_t Dk, int64_t c, float scale) {
+  Vec acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int x = 0; x < NV; ++x) acc[r][x] = set1(0.f);
+  for (int64_t d = 0; d < Dk; ++d) {
+    Vec kv[NV];
+    for (int x = 0; x < NV; ++x) kv[x] = load(kt + d * kKT + c + x * kWidth);
+    for (int r = 0; r < R; ++r) {
+      const Vec qv = set1(q[r * ld_q + d]);
+      for (int x = 0; x < NV; ++x) acc[r][x] = fmadd(qv, kv[x], acc[r][x]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int x = 0; x < NV; ++x) store(s + r * kKT + c + x * kWidth, mul(acc[r][x], set1(scale)));
+}
+
+template <int R>
+inline void score_rows(float* s, const float* q, int64_t ld_q, const float* kt, int64_t Dk, int64_t cols, float scale) {
+  int64_t c = 0;
+  for (; c + 2 * kWidth <= cols; c += 2 * kWidth) score_block<R, 2>(s, q, ld_q, kt, Dk, c, scale);
+  for (; c < cols; c += kWidth) score_block<R, 1>(s, q, ld_q, kt, Dk, c, scale);
+}
+
+// acc[r, c + x·W] += sum_{j < nk} p[r, j]·v[j, c + x·W]
+template <int R, int NV>
+inline void pv_block(float* acc, int64_t Dv, const float* p, const float* v, int64_t ld_v, int64_t nk, int64_t c) {
+  Vec a[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int x = 0; x < NV; ++x) a[r][x] = load(acc + r * Dv + c + x * kWidth);
+  for (int64_t j = 0; j < nk; ++j) {
+    Vec vv[NV];
+    for (int x = 0; x < NV; ++x) vv[x] = load(v + j * ld_v + c + x * kWidth);
+    for (int r = 0; r < R; ++r) {
+      const Vec pj = set1(p[r * kKT + j]);
+      for (int x = 0; x < NV; ++x) a[r][x] = fmadd(pj, vv[x], a[r][x]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int x = 0; x < NV; ++x) store(acc + r * Dv + c + x * kWidth, a[r][x]);
+}
+
+template <int R>
+inline void pv_rows(float* acc, int64_t Dv, const float* p, const float* v, int64_t ld_v, int64_t nk) {
+  int64_t c = 0;
+  for (; c + 2 * kWidth <= Dv; c += 2 * kWidth) pv_block<R, 2>(acc, Dv, p, v, ld_v, nk, c);
+  for (; c + kWidth <= Dv; c += kWidth) pv_block<R, 1>(acc, Dv, p, v, ld_v, nk, c);
+  for (; c < Dv; ++c)  // head-dim tail narrower than a vector
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.f;
+      for (int64_t j = 0; j < nk; ++j) sum += p[r * kKT + j] * v[j * ld_v + c];
+      acc[r * Dv + c] += sum;
+    }
+}
+
+// Calls body<R>(r0) over rows [0, n) in blocks of 4 and a 1-3 row remainder.
+template <typename Body>
+inline void for_row_blocks(int64_t n, Body&& body) {
+  int64_t r = 0;
+  for (; r + 4 <= n; r += 4) body.template operator()<4>(r);
+  switch (n - r) {
+    case 3: body.template operator()<3>(r); break;
+    case 2: body.template operator()<2>(r); break;
+    case 1: body.template operator()<1>(r); break;
+    default: break;
+  }
+}
+
+// One query row of the online softmax over a key tile (see the file comment): keys [0, limit) of the tile
+// count, [limit, nk) are masked. When the tile leaves this query nothing to attend to, its p row is zeroed and
+// m, l, acc stay as they were.
+inline void online_softmax_row(float* row, int64_t nk, int64_t limit, const float* bias, const float* key_mask,
+                               float& m, float& l, float* acc, int64_t Dv) {
+  const float neg_inf = -__builtin_inff();
+  // y = s + bias + key_mask ; mx = max(y)
+  Vec vmx = set1(neg_inf);
+  float mx = neg_inf;
+  int64_t j = 0;
+  for (; j + kWidth <= limit; j += kWidth) {
+    Vec y = load(row + j);
+    if (bias) y = add(y, load(bias + j));
+    if (key_mask) y = add(y, load(key_mask + j));
+    store(row + j, y);
+    vmx = vmax(vmx, y);
+  }
+  for (; j < limit; ++j) {
+    const float y = row[j] + (bias ? bias[j] : 0.f) + (key_mask ? key_mask[j] : 0.f);
+    row[j] = y;
+    mx = y > mx ? y : mx;
+  }
+  if (limit > 0) {
+    const float vm = reduce_max(vmx);
+    mx = vm > mx ? vm : mx;
+  }
+  if (mx == neg_inf) {  // fully masked in this tile
+    for (j = 0; j < nk; ++j) row[j] = 0.f;
+    return;
+  }
+  // m' = max(m, mx) ; p = exp(y - m') ; alpha = exp(m - m')
+  const float m_new = mx > m ? mx : m;
+  const float alpha = m == neg_inf ? 0.f : __builtin_expf(m - m_new);
+  Vec vsum = set1(0.f);
+  float sum = 0.f;
+  for (j = 0; j + kWidth <= limit; j += kWidth) {
+    const Vec e = vexp(sub(load(row + j), set1(m_new)));
+    store(row + j, e);
+    vsum = add(vsum, e);
+  }
+  for (; j < limit; ++j) {
+    row[j] = __builtin_expf(row[j] - m_new);
+    sum += row[j];
+  }
+  for (j = limit; j < nk; ++j) row[j] = 0.f;
+  sum += reduce_add(vsum);
+  // l = l·alpha + sum(p) ; acc = acc·alpha
+  l = l * alpha + sum;
+  if (alpha != 1.f) {
+    int64_t c = 0;
+    for (; c + kWidth <= Dv; c += kWidth) store(acc + c, mul(load(acc + c), set1(alpha)));
+    for (; c < Dv; ++c) acc[c] *= alpha;
+  }
+  m = m_new;
+}
+
+}  // namespace attention_detail
+
+void attention_fused_f32(const AttentionBlock& a, float* scratch) {
+  using namespace attention_detail;
+  const int64_t Dk = a.Dk, Dv = a.Dv;
+  float* kt = scratch;           // (Dk, kKT): the key tile, transposed
+  float* s = kt + Dk * kKT;      // (kQT, kKT): scores, then probabilities
+  float* acc = s + kQT * kKT;    // (kQT, Dv)
+  float* m = acc + kQT * Dv;     // (kQT) running max
+  float* l = m + kQT;            // (kQT) running sum
+  for (int64_t i0 = 0; i0 < a.T; i0 += kQT) {
+    const int64_t nq = std::min(kQT, a.T - i0);
+    for (int64_t i = 0; i < nq; ++i) {
+      m[i] = -__builtin_inff();
+      l[i] = 0.f;
+    }
+    for (int64_t c = 0; c < nq * Dv; ++c) acc[c] = 0.f;
+    // with a causal mask, no query of this tile sees keys at or past q_start + i0 + nq
+    const int64_t s_end = a.causal ? std::min(a.S, a.q_start + i0 + nq) : a.S;
+    const float* q = a.q + i0 * a.ld_q;
+    for (int64_t j0 = 0; j0 < s_end; j0 += kKT) {
+      const int64_t nk = std::min(kKT, s_end - j0);
+      const int64_t nk_pad = (nk + kWidth - 1) / kWidth * kWidth;
+      // kt[d, j] = k[j0 + j, d], zero beyond nk
+      for (int64_t j = 0; j < nk; ++j) {
+        const float* kr = a.k + (j0 + j) * a.ld_k;
+        for (int64_t d = 0; d < Dk; ++d) kt[d * kKT + j] = kr[d];
+      }
+      for (int64_t d = 0; d < Dk; ++d)
+        for (int64_t j = nk; j < nk_pad; ++j) kt[d * kKT + j] = 0.f;
+      // s = scale·Q·K_tileᵀ
+      for_row_blocks(nq, [&]<int R>(int64_t r) { score_rows<R>(s + r * kKT, q + r * a.ld_q, a.ld_q, kt, Dk, nk_pad, a.scale); });
+      for (int64_t i = 0; i < nq; ++i) {
+        const int64_t limit = a.causal ? std::min(nk, a.q_start + i0 + i + 1 - j0) : nk;
+        online_softmax_row(s + i * kKT, nk, std::max<int64_t>(limit, 0),
+                           a.bias ? a.bias + (i0 + i) * a.ld_bias + j0 : nullptr,
+                           a.key_mask ? a.key_mask + j0 : nullptr, m[i], l[i], acc + i * Dv, Dv);
+      }
+      // acc += P·V_tile
+      const float* vt = a.v + j0 * a.ld_v;
+      for_row_blocks(nq, [&]<int R>(int64_t r) { pv_rows<R>(acc + r * Dv, Dv, s + r * kKT, vt, a.ld_v, nk); });
+    }
+    // out = acc / l ; a query that attended to nothing gets zeros
+    for (int64_t i = 0; i < nq; ++i) {
+      float* o = a.out + (i0 + i) * a.ld_out;
+      const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+      int64_t c = 0;
+      for (; c + kWidth <= Dv; c += kWidth) store(o + c, mul(load(acc + i * Dv + c), set1(inv)));
+      for (; c < Dv; ++c) o[c] = acc[i * Dv + c] * inv;
+    }
+  }
+}
