@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "apps/common.hpp"
 #include "encore/runtime.hpp"
@@ -11,6 +12,18 @@
 #include "encore/trainer.hpp"
 
 namespace encore::cli {
+
+namespace {
+std::string format_duration(double s) {
+  char buf[32];
+  const long long t = std::llround(s);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+  return buf;
+}
+}  // namespace
 
 void register_train(CLI::App& app) {
   static train::TrainConfig c;
@@ -36,7 +49,20 @@ void register_train(CLI::App& app) {
   cmd->add_option("--max-length", c.max_length, "truncate to this many tokens")->capture_default_str();
   cmd->add_option("--seed", c.seed, "shuffling and head initialisation")->capture_default_str();
   cmd->add_flag("--no-shuffle", no_shuffle, "keep the data order");
-  cmd->add_option("--log", c.log_csv, "CSV log: step,loss,lr,grad_norm,eval_accuracy per optimizer step");
+  cmd->add_option("--grad-accum", c.grad_accum, "micro-batches of --batch-size per optimizer step (the step's loss "
+                  "and gradient are the mean over all their examples)")->capture_default_str();
+  cmd->add_option("--dropout", c.dropout, "dropout probability for training at every site (default: the "
+                  "checkpoint's hidden_dropout_prob / attention_probs_dropout_prob / classifier dropout)");
+  cmd->add_option("--log", c.log_csv, "CSV log: step,loss,lr,grad_norm,eval_accuracy per optimizer step (step from "
+                  "1; loss = that step's batch loss before the update)");
+  cmd->add_option("--output", c.output_dir, "checkpoint directory, written at the end (and with --save-every): "
+                  "transformers loads it (model.safetensors, config.json with labels, tokenizer), plus optimizer "
+                  "and trainer state for --resume; replaced atomically, refused if it holds something else");
+  cmd->add_option("--save-every", c.save_every, "also save the checkpoint every N optimizer steps");
+  cmd->add_option("--resume", c.resume_dir, "continue from a checkpoint written by --output (model, optimizer, "
+                  "step, data order); same data, --batch-size, --grad-accum, --seed as the run that wrote it");
+  cmd->add_option("--plot", c.plot_png, "PNG of the loss per step and held-out accuracy (default with --output: "
+                  "<output>/training.png, redrawn at every save)");
   cmd->add_option("--threads", threads, "threads (default: all cores)");
   cmd->add_flag("-q,--quiet", quiet, "no progress bar");
   cmd->callback([] {
@@ -44,22 +70,26 @@ void register_train(CLI::App& app) {
     c.shuffle = !no_shuffle;
     if (c.model_dir.empty()) c.model_dir = default_model_dir();
     const bool bar = !quiet && isatty(STDERR_FILENO);
-    const auto start = std::chrono::steady_clock::now();
-    train::TrainReport r = train::fine_tune_classifier(c, [&](int64_t step, int64_t total, double loss, double lr) {
+    train::TrainReport r = train::fine_tune_classifier(c, [&](const train::TrainProgress& p) {
       if (!bar) return;
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double eta = secs / step * (total - step);
-      std::fprintf(stderr, "\rstep %lld/%lld  loss %.4f  lr %.2e  %.1f steps/s  ETA %.0fs   ", (long long)step,
-                   (long long)total, loss, lr, step / secs, eta);
-      if (step == total) std::fprintf(stderr, "\n");
+      const int64_t done = p.step - p.first_step;  // steps this run (a resumed run's rate excludes earlier ones)
+      const double secs = std::max(p.seconds, 1e-9), eta = secs / done * (p.total - p.step);
+      const int width = 24, filled = static_cast<int>(width * p.step / std::max<int64_t>(p.total, 1));
+      std::fprintf(stderr, "\r[%s%s] %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s   ",
+                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), (long long)p.step,
+                   (long long)p.total, p.loss, p.lr, p.tokens / secs, format_duration(eta).c_str());
+      if (p.step == p.total) std::fprintf(stderr, "\n");
     });
     std::printf("trained on %lld examples (%lld tokens) in %.1f s: %.0f tokens/s; %zu steps\n",
                 (long long)r.train_examples, (long long)r.tokens, r.seconds, r.tokens / std::max(r.seconds, 1e-9),
                 r.losses.size());
+    if (r.first_step > 0) std::printf("resumed at step %lld\n", (long long)r.first_step);
     std::printf("loss: first %.4f, last %.4f\n", r.losses.front(), r.losses.back());
     for (size_t i = 0; i < r.eval_accuracy.size(); ++i)
       std::printf("held-out accuracy after %s %zu: %.4f (%lld examples)\n", c.steps > 0 ? "training" : "epoch", i + 1,
                   r.eval_accuracy[i], (long long)r.eval_examples);
+    if (!c.output_dir.empty()) std::printf("checkpoint: %s\n", c.output_dir.c_str());
+    if (!c.plot_png.empty()) std::printf("plot: %s\n", c.plot_png.c_str());
   });
 }
 

@@ -41,7 +41,8 @@ void bind_train(py::module_& m) {
       [](const std::string& model, const std::string& data, const std::string& eval_data, double eval_fraction,
          int64_t steps, int64_t epochs, int64_t batch_size, double lr, double weight_decay, int64_t warmup_steps,
          const std::string& schedule, double max_grad_norm, int64_t max_length, uint64_t seed, bool shuffle,
-         const std::string& log) {
+         const std::string& log, const std::string& output, int64_t save_every, const std::string& resume,
+         double dropout, const std::string& plot, int64_t grad_accum) {
         encore::train::TrainConfig c;
         c.model_dir = model;
         c.data = data;
@@ -59,6 +60,12 @@ void bind_train(py::module_& m) {
         c.seed = seed;
         c.shuffle = shuffle;
         c.log_csv = log;
+        c.output_dir = output;
+        c.save_every = save_every;
+        c.resume_dir = resume;
+        c.dropout = dropout;
+        c.plot_png = plot;
+        c.grad_accum = grad_accum;
         encore::train::TrainReport r;
         {
           py::gil_scoped_release nogil;
@@ -66,6 +73,7 @@ void bind_train(py::module_& m) {
         }
         py::dict d;
         d["losses"] = r.losses;
+        d["first_step"] = r.first_step;
         d["eval_accuracy"] = r.eval_accuracy;
         d["labels"] = r.labels;
         d["train_examples"] = r.train_examples;
@@ -78,7 +86,8 @@ void bind_train(py::module_& m) {
       py::arg("steps") = 0, py::arg("epochs") = 1, py::arg("batch_size") = 16, py::arg("lr") = 2e-5,
       py::arg("weight_decay") = 0.01, py::arg("warmup_steps") = 0, py::arg("schedule") = "linear",
       py::arg("max_grad_norm") = 1.0, py::arg("max_length") = 128, py::arg("seed") = 42, py::arg("shuffle") = true,
-      py::arg("log") = "", "fine-tune for sequence classification (the engine of `encore train`); returns a report");
+      py::arg("log") = "", py::arg("output") = "", py::arg("save_every") = 0, py::arg("resume") = "",
+      py::arg("dropout") = -1.0, py::arg("plot") = "", py::arg("grad_accum") = 1, "fine-tune for sequence classification (the engine of `encore train`); returns a report");
 
   py::module_ losses = m.def_submodule("losses", "losses returning (mean loss, gradient(s) of the mean loss)");
   losses.def(

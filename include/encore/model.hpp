@@ -45,6 +45,12 @@ struct ModelInfo {
   std::vector<std::string> id2label;
 };
 
+// A model's parameters under the names transformers gives them (see AutoModel::export_hf).
+struct HfExport {
+  std::string architecture;                             // e.g. "BertForSequenceClassification"
+  std::vector<std::pair<std::string, Tensor>> tensors;  // float32, contiguous, state_dict names
+};
+
 class AutoModel {
  public:
   // dtype: float32 (default), bfloat16 or int8 for the encoder layers' GEMMs (activations, accumulation,
@@ -70,6 +76,12 @@ class AutoModel {
   nn::Module& module();
   // A new sequence-classification head for fine-tuning a checkpoint that has none (bert so far).
   void add_sequence_classifier(int64_t num_labels, uint64_t seed = 0);
+  // The parameters as transformers' task model names them (the current values, trained or not): with a
+  // sequence-classification head "<Family>ForSequenceClassification" with the base model under its prefix
+  // ("bert.") and the head at the root, else the base model "<Family>Model" without prefix; each packed
+  // in_proj is split back into query/key/value. Names are the ones the checkpoint used (recorded at load), a
+  // head added by add_sequence_classifier keeps encore's name (transformers' too). Shares the tensors' memory.
+  HfExport export_hf() const;
   // Token-id positions the model can take: max_position_embeddings less any offset (RoBERTa: padding_idx+1).
   int64_t max_sequence_length() const;
 

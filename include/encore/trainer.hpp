@@ -8,6 +8,12 @@
 // Data: JSONL objects or CSV rows (header line) with `text`, optional `text_pair`, and `label` (an integer class
 // id, or a string mapped to ids in sorted order). Held-out evaluation each epoch on `eval_data`, else on the last
 // eval_fraction of the (unshuffled) file.
+//
+// Checkpoints (output_dir, every save_every steps and at the end): a directory that transformers'
+// AutoModelForSequenceClassification.from_pretrained loads as it is (model.safetensors with transformers'
+// names, config.json with architectures / num_labels / id2label / label2id, the tokenizer files), plus
+// optimizer.safetensors and trainer_state.json for resume_dir. Saving is atomic: the directory is written
+// beside the target and swapped in, so a crash while saving leaves the previous checkpoint.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -29,19 +35,43 @@ struct TrainConfig {
   int64_t max_length = 128;
   uint64_t seed = 42;
   bool shuffle = true;
-  std::string log_csv;  // step,loss,lr,grad_norm[,eval_accuracy] per optimizer step
+  int64_t grad_accum = 1;  // micro-batches of batch_size per optimizer step (the step's loss and gradient are
+                           // the mean over all its examples, as one batch of grad_accum x batch_size)
+  // Dropout for training (< 0: the checkpoint's hidden_dropout_prob / attention_probs_dropout_prob /
+  // classifier_dropout). Draws are seeded from (seed, step), so a resumed run repeats them.
+  double dropout = -1;
+  // step,loss,lr,grad_norm,eval_accuracy per optimizer step (step counts from 1). On resume, rows past the
+  // checkpoint's step are dropped and the run appends.
+  std::string log_csv;
+  std::string output_dir;  // checkpoint directory (see above); refused if it exists and is not a checkpoint
+  int64_t save_every = 0;  // > 0: also save every this many optimizer steps
+  // A checkpoint written by output_dir: model, tokenizer, optimizer state, step, data order and shuffle state
+  // come from it (model_dir is not used). Data, labels, batch_size, grad_accum, seed and shuffle must match the
+  // run that wrote it; lr, schedule and steps/epochs are taken from this config (same values: the exact run).
+  std::string resume_dir;
+  // PNG of the loss per step and held-out accuracy; "" with output_dir: <output_dir>/training.png in every save.
+  std::string plot_png;
+};
+
+struct TrainProgress {
+  int64_t step = 0, total = 0;  // optimizer steps done / to do (counting a resumed run's earlier steps)
+  double loss = 0, lr = 0;
+  int64_t tokens = 0;           // tokens trained on in this run so far
+  double seconds = 0;           // since this run's training loop started
+  int64_t first_step = 0;       // the step this run started from (0, or the resumed checkpoint's)
 };
 
 struct TrainReport {
-  std::vector<double> losses;          // per optimizer step, the batch loss before the update
+  std::vector<double> losses;          // per optimizer step of this run, the batch loss before the update
+  int64_t first_step = 0;              // optimizer steps done before this run (resume), 0 otherwise
   std::vector<double> eval_accuracy;   // per epoch (or once at the end with steps)
   std::vector<std::string> labels;     // class names in id order
   int64_t train_examples = 0, eval_examples = 0, tokens = 0;
   double seconds = 0;
 };
 
-// progress(step, total_steps, loss, lr) after each optimizer step.
+// progress after each optimizer step.
 TrainReport fine_tune_classifier(const TrainConfig& config,
-                                 const std::function<void(int64_t, int64_t, double, double)>& progress = {});
+                                 const std::function<void(const TrainProgress&)>& progress = {});
 
 }  // namespace encore::train

@@ -74,6 +74,7 @@ Tensor Weights::take(const std::string& name, const Shape& expected) {
   Tensor t = int8 ? *int8 : store_.get_f32(full);
   ENCORE_CHECK(t.shape() == expected, "weight '", full, "' in '", store_.source(), "' has shape ", t.shape_str(),
                " but config.json implies ", shape_str(expected));
+  record_source(t, {full});
   return t;
 }
 
@@ -133,6 +134,10 @@ nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const PostLnNames& n,
       cat_rows({w.take(n.q + ".weight", {H, H}), w.take(n.k + ".weight", {H, H}), w.take(n.v + ".weight", {H, H})});
   layer.self_attn.in_proj_bias =
       cat_rows({w.take(n.q + ".bias", {H}), w.take(n.k + ".bias", {H}), w.take(n.v + ".bias", {H})});
+  record_source(layer.self_attn.in_proj_weight,
+                {w.full_name(n.q + ".weight"), w.full_name(n.k + ".weight"), w.full_name(n.v + ".weight")});
+  record_source(layer.self_attn.in_proj_bias,
+                {w.full_name(n.q + ".bias"), w.full_name(n.k + ".bias"), w.full_name(n.v + ".bias")});
   layer.self_attn.out_proj.weight = w.take(n.o + ".weight", {H, H});
   layer.self_attn.out_proj.bias = w.take(n.o + ".bias", {H});
   layer.norm1.weight = w.take(n.attn_norm + ".weight", {H});
@@ -144,6 +149,7 @@ nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const PostLnNames& n,
   layer.norm2.weight = w.take(n.ffn_norm + ".weight", {H});
   layer.norm2.bias = w.take(n.ffn_norm + ".bias", {H});
   layer.eval();
+  record_layer(layer);
   return layer;
 }
 
@@ -203,7 +209,9 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   }
   const bool quantized = read_quantization_marker(cfg);
   io::WeightStore store = io::WeightStore::open_dir(model_dir);
+  HfSourceRecorder recorder;
   auto model = it->second(cfg, store);
+  recorder.finish(*model);
   model->info.model_type = type;
   model->for_each_layer([&](nn::TransformerEncoderLayer& layer) { layer.prepare_inference(dtype); });
   if (quantized && std::getenv("ENCORE_VERBOSE") && std::string(std::getenv("ENCORE_VERBOSE")) == "1")
@@ -235,9 +243,10 @@ std::vector<std::string> encoder_linear_weight_names(const std::string& model_di
 }
 
 std::string detect_prefix(const io::WeightStore& store, const std::string& base_prefix, const std::string& probe) {
-  if (store.contains(probe)) return "";
-  if (store.contains(base_prefix + probe)) return base_prefix;
-  return "";  // let Weights report what is missing
+  std::string found;  // "" also when neither is there: let Weights report what is missing
+  if (!store.contains(probe) && store.contains(base_prefix + probe)) found = base_prefix;
+  record_prefixes(base_prefix, found);
+  return found;
 }
 
 Tensor run_layers(const std::vector<const nn::TransformerEncoderLayer*>& layers, Tensor x, const Tensor& attn_mask,

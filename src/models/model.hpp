@@ -99,7 +99,37 @@ class EncoderModel : public nn::Module {
   // Every encoder layer the model runs (shared ALBERT layers once each).
   virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
   ModelInfo info;
+  // Where each parameter came from (hf_names.cpp): encore name -> the checkpoint tensor names (three, stacked
+  // by rows, for a packed in_proj), and the family's base-model prefix ("bert.") and the one the checkpoint used.
+  std::map<std::string, std::vector<std::string>> hf_sources;
+  std::string hf_base_prefix, hf_checkpoint_prefix;
+  // The parameters under transformers' names for the task model (hf_names.cpp): see AutoModel::export_hf.
+  HfExport export_hf() const;
 };
+
+// Records, while a family loader runs, which checkpoint tensors each parameter was built from (hf_names.cpp).
+// Weights::take, load_post_ln_layer and detect_prefix report to the recorder active on this thread, if any.
+// Tensors are matched by storage while loading (the recorder keeps them alive, so no address is reused);
+// layers are deep-copied into the model afterwards, so each layer's names are kept by position: the k-th
+// recorded layer is the k-th of for_each_layer.
+class HfSourceRecorder {
+ public:
+  HfSourceRecorder();
+  ~HfSourceRecorder();
+  void finish(EncoderModel& model);  // fills model.hf_sources / hf_*_prefix from the parameters' storage
+
+ private:
+  friend void record_source(const Tensor&, std::vector<std::string>);
+  friend void record_prefixes(const std::string&, const std::string&);
+  friend void record_layer(nn::TransformerEncoderLayer&);
+  std::map<const void*, std::pair<Tensor, std::vector<std::string>>> by_storage_;
+  std::vector<std::map<std::string, std::vector<std::string>>> layers_;  // per layer: local name -> names
+  std::string base_prefix_, checkpoint_prefix_;
+  HfSourceRecorder* previous_;
+};
+void record_source(const Tensor& t, std::vector<std::string> names);
+void record_prefixes(const std::string& base_prefix, const std::string& checkpoint_prefix);
+void record_layer(nn::TransformerEncoderLayer& layer);  // after its parameters were recorded
 
 using Loader = std::unique_ptr<EncoderModel> (*)(const HfConfig&, const io::WeightStore&);
 // One loader per family file; the model_type -> loader table is in model.cpp.

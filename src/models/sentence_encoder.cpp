@@ -9,6 +9,7 @@
 #include <utf8proc.h>
 
 #include "encore/sentence_encoder.hpp"
+#include "io/json_file.hpp"
 #include "io/safetensors.hpp"
 #include "ops/ops.hpp"
 
@@ -18,16 +19,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
-
-Json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  ENCORE_CHECK(in.good(), "cannot read '", p.string(), "'");
-  try {
-    return Json::parse(in);
-  } catch (const Json::exception& e) {
-    throw Error(detail::concat("'", p.string(), "' is not valid JSON: ", e.what()));
-  }
-}
 
 // Python's str.lower() per code point (sentence_bert_config.json's do_lower_case); invalid UTF-8 is left as is.
 std::string unicode_lower(const std::string& s) {
@@ -69,7 +60,7 @@ kernels::Act dense_activation(const std::string& name, const std::string& where)
 }
 
 PoolingConfig read_pooling(const fs::path& dir) {
-  const Json j = read_json(dir / "config.json");
+  const Json j = io::read_json_file(dir / "config.json");
   PoolingConfig p;
   p.modes.clear();
   if (j.contains("pooling_mode")) {  // sentence-transformers >= 6: a mode or a list of modes
@@ -115,7 +106,7 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
   ENCORE_CHECK(fs::is_directory(root), "model directory '", model_dir, "' does not exist");
   std::vector<std::pair<std::string, fs::path>> modules;  // (type, folder)
   if (fs::exists(root / "modules.json")) {
-    const Json mj = read_json(root / "modules.json");
+    const Json mj = io::read_json_file(root / "modules.json");
     ENCORE_CHECK(mj.is_array(), "'", (root / "modules.json").string(), "' is not a list of modules");
     for (auto& m : mj) {
       ENCORE_CHECK(m.is_object() && m.contains("type") && m["type"].is_string(), "'",
@@ -139,7 +130,7 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       impl->tokenizer_whole->set_truncation(std::nullopt);
       impl->max_seq_length = impl->model->max_sequence_length();
       if (fs::exists(dir / "sentence_bert_config.json")) {
-        const Json sb = read_json(dir / "sentence_bert_config.json");
+        const Json sb = io::read_json_file(dir / "sentence_bert_config.json");
         if (sb.contains("max_seq_length") && sb["max_seq_length"].is_number_integer())
           impl->max_seq_length = std::min<int64_t>(impl->max_seq_length, sb["max_seq_length"].get<int64_t>());
         impl->do_lower_case = sb.value("do_lower_case", false);
@@ -157,7 +148,7 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       for (auto& m : impl->pooling.modes) modes += (modes.empty() ? "" : "+") + m;
       impl->description.push_back("Pooling: " + modes + ", dimension " + std::to_string(impl->dimension));
     } else if (ends_with(type, ".Dense")) {
-      const Json cfg = read_json(dir / "config.json");
+      const Json cfg = io::read_json_file(dir / "config.json");
       const int64_t in = cfg.at("in_features").get<int64_t>(), out = cfg.at("out_features").get<int64_t>();
       ENCORE_CHECK(in == impl->dimension, "Dense module '", dir.string(), "': in_features ", in,
                    " does not match the incoming dimension ", impl->dimension);

