@@ -38,7 +38,7 @@ void register_train(CLI::App& app) {
   cmd->add_option("--task", task, "classification (embedding lands later)")->check(CLI::IsMember({"classification"}));
   cmd->add_option("--steps", c.steps, "optimizer steps (overrides --epochs)");
   cmd->add_option("--epochs", c.epochs, "passes over the data")->capture_default_str();
-  cmd->add_option("--batch-size", c.batch_size, "examples per step")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "examples per forward/backward (per optimizer step without --grad-accum)")->capture_default_str();
   cmd->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
   cmd->add_option("--warmup-steps", c.warmup_steps, "linear warm-up steps")->capture_default_str();
@@ -47,12 +47,13 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-grad-norm", c.max_grad_norm, "clip gradients to this global norm (<= 0: off)")->capture_default_str();
   cmd->add_option("--max-length", c.max_length, "truncate to this many tokens")->capture_default_str();
-  cmd->add_option("--seed", c.seed, "shuffling and head initialisation")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "shuffling, head initialisation and dropout masks")->capture_default_str();
   cmd->add_flag("--no-shuffle", no_shuffle, "keep the data order");
   cmd->add_option("--grad-accum", c.grad_accum, "micro-batches of --batch-size per optimizer step (the step's loss "
                   "and gradient are the mean over all their examples)")->capture_default_str();
-  cmd->add_option("--dropout", c.dropout, "dropout probability for training at every site (default: the "
-                  "checkpoint's hidden_dropout_prob / attention_probs_dropout_prob / classifier dropout)");
+  cmd->add_option("--dropout", c.dropout, "dropout probability at every dropout site of the training forward "
+                  "(default: the model's own, from its config.json where the family reads it)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--log", c.log_csv, "CSV log: step,loss,lr,grad_norm,eval_accuracy per optimizer step (step from "
                   "1; loss = that step's batch loss before the update)");
   cmd->add_option("--output", c.output_dir, "checkpoint directory, written at the end (and with --save-every): "

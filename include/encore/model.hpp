@@ -70,6 +70,9 @@ class AutoModel {
   // and accumulates parameter gradients (see module().named_grads()). eval() returns to inference.
   void train(bool mode = true);
   void eval() { train(false); }
+  // Overrides every dropout probability of the training forward (the checkpoint's config values otherwise);
+  // p in [0, 1). Masks come from encore::nn::manual_seed's generator.
+  void set_dropout(double p);
   void backward(const Tensor& d_last_hidden_state, const Tensor& d_pooler_output = Tensor(),
                 const Tensor& d_logits = Tensor()) const;
   // Parameters (Hugging Face names; each layer's self_attn.in_proj_* packs query/key/value) and gradients.

@@ -37,8 +37,8 @@ struct TrainConfig {
   bool shuffle = true;
   int64_t grad_accum = 1;  // micro-batches of batch_size per optimizer step (the step's loss and gradient are
                            // the mean over all its examples, as one batch of grad_accum x batch_size)
-  // Dropout for training (< 0: the checkpoint's hidden_dropout_prob / attention_probs_dropout_prob /
-  // classifier_dropout). Draws are seeded from (seed, step), so a resumed run repeats them.
+  // Dropout at every site of the training forward (AutoModel::set_dropout); < 0: the model's own (its
+  // config.json values where the family reads them). Masks are seeded from (seed, step): a resumed run repeats them.
   double dropout = -1;
   // step,loss,lr,grad_norm,eval_accuracy per optimizer step (step counts from 1). On resume, rows past the
   // checkpoint's step are dropped and the run appends.

@@ -327,6 +327,15 @@ void LinearWeights::collect_parameters(const std::string& name, std::vector<nn::
   if (bias.defined()) out.push_back({name + ".bias", &bias, &dbias});
 }
 
+void EncoderModel::set_dropout(double p) {
+  // The layers' sites (torch.nn.TransformerEncoderLayer's: attention probabilities, attention output, FFN
+  // hidden and FFN output); families with more sites override.
+  for_each_layer([p](nn::TransformerEncoderLayer& layer) {
+    layer.dropout = p;
+    layer.self_attn.dropout = p;
+  });
+}
+
 void EncoderModel::materialize() {
   for (auto& [name, t] : named_parameters()) *t = t->clone();  // owned, writable, 64-byte aligned
   drop_prepared();
@@ -467,6 +476,11 @@ void AutoModel::train(bool mode) {
     materialized_ = true;
   }
   impl_->train(mode);
+}
+
+void AutoModel::set_dropout(double p) {
+  ENCORE_CHECK(p >= 0.0 && p < 1.0, "set_dropout: probability must be in [0, 1), got ", p);
+  impl_->set_dropout(p);
 }
 
 void AutoModel::backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) const {

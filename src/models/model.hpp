@@ -96,6 +96,8 @@ class EncoderModel : public nn::Module {
     throw Error("adding a classification head is not implemented for model_type '" + info.model_type + "' yet");
   }
   virtual int64_t max_sequence_length() const { return info.max_position_embeddings; }
+  // One dropout probability for every site the training forward has (see AutoModel::set_dropout).
+  virtual void set_dropout(double p);
   // Every encoder layer the model runs (shared ALBERT layers once each).
   virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
   ModelInfo info;

@@ -285,6 +285,7 @@ TrainReport fine_tune_classifier(const TrainConfig& cfg, const std::function<voi
   const int64_t pad_id = model.info().pad_token_id;
   const std::string data_fingerprint = fingerprint(train_set);
 
+  if (cfg.dropout >= 0) model.set_dropout(cfg.dropout);
   model.train();
   nn::Module& params = model.module();
   AdamW opt(params, {cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay});

@@ -133,11 +133,12 @@ def read_log(path):
     return list(csv.DictReader(open(path)))
 
 
-def test_resume_repeats_an_uninterrupted_run_bitwise(tiny_bert, data, tmp_path):
+@pytest.mark.parametrize("dropout", ["0", "0.2"])
+def test_resume_repeats_an_uninterrupted_run_bitwise(tiny_bert, data, tmp_path, dropout):
     # Constant schedule after warmup: the lr of a step does not depend on the run's length, so k steps then
     # resume to N must equal N steps. 8 steps of 16 over 40 examples cross two epoch boundaries (reshuffles);
-    # the checkpoint at step 4 sits mid-epoch.
-    common = ["--schedule", "constant", "--warmup-steps", "3", "--seed", "7"]
+    # the checkpoint at step 4 sits mid-epoch. Dropout masks are seeded per step, so they repeat too.
+    common = ["--schedule", "constant", "--warmup-steps", "3", "--seed", "7", "--dropout", dropout]
     full, part = tmp_path / "full", tmp_path / "part"
     train(tiny_bert, data, "--steps", "8", "--output", full, "--log", tmp_path / "full.csv", *common)
     train(tiny_bert, data, "--steps", "4", "--output", part, "--log", tmp_path / "part.csv", *common)
@@ -262,3 +263,39 @@ def test_save_every(tiny_bert, data, tmp_path):
     assert json.loads((tmp_path / "ck" / "trainer_state.json").read_text())["global_step"] == 7
     res = train(tiny_bert, data, "--steps", "2", "--save-every", "1", check=False)
     assert res.returncode == 1 and "save_every needs an output directory" in res.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory):
+    """A random 2-layer BertForSequenceClassification (transformers' init, head included) with config dropout 0.1."""
+    d = save_tiny_bert(tmp_path_factory.mktemp("tiny_classifier"))
+    torch.manual_seed(1)
+    cfg = T.BertConfig.from_pretrained(d, num_labels=2, id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1})
+    m = T.BertForSequenceClassification(cfg)
+    with torch.no_grad():
+        m.classifier.weight.normal_(0, 3.0)  # logits of order 1 (transformers' 0.02 init gives ~0): dropout shows
+    m.save_pretrained(d, safe_serialization=True)
+    return d
+
+
+def test_dropout(tiny_classifier, data, tmp_path):
+    def first_loss(*extra):
+        train(tiny_classifier, data, "--steps", "2", "--no-shuffle", "--lr", "0", "--log", tmp_path / "l.csv", *extra)
+        return [(float(r["loss"]), float(r["grad_norm"])) for r in read_log(tmp_path / "l.csv")]
+    # Reference: transformers in eval mode (no dropout) on the first batch of 16, the loss encore logs for step 1.
+    hf = T.AutoModelForSequenceClassification.from_pretrained(tiny_classifier).eval()
+    tok = T.AutoTokenizer.from_pretrained(tiny_classifier)
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()[:16]]
+    batch = tok([r["text"] for r in rows], padding=True, return_tensors="pt")
+    labels = torch.tensor([["neg", "pos"].index(r["label"]) for r in rows])
+    with torch.no_grad():
+        eval_loss = torch.nn.functional.cross_entropy(hf(**batch).logits, labels).item()
+    off = first_loss("--dropout", "0")
+    assert off[0][0] == pytest.approx(eval_loss, rel=1e-5, abs=0)  # dropout 0: the training forward is the eval one
+    on = first_loss("--dropout", "0.8")
+    # masks change the loss of every step (a random post-LN model: the residual dominates, hence p = 0.8)
+    assert abs(on[0][0] - eval_loss) > 1e-3 and abs(on[1][0] - off[1][0]) > 1e-3, (on, off)
+    assert first_loss("--dropout", "0.8") == on  # same seed, same masks
+    assert first_loss("--dropout", "0.8", "--seed", "9") != on
+    res = train(tiny_classifier, data, "--steps", "1", "--dropout", "1.5", check=False)
+    assert res.returncode != 0 and "--dropout" in res.stderr
