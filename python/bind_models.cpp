@@ -98,6 +98,17 @@ void bind_models(py::module_& m) {
           },
           py::arg("d_last_hidden_state") = py::none(), py::arg("d_pooler_output") = py::none(),
           py::arg("d_logits") = py::none(), "accumulate parameter gradients for the last training-mode forward")
+      .def(
+          "export_hf",
+          [](const encore::AutoModel& self) {
+            encore::HfExport e = self.export_hf();
+            py::dict tensors;
+            for (auto& [name, t] : e.tensors) tensors[py::str(name)] = to_numpy(t);
+            return py::make_tuple(e.architecture, tensors);
+          },
+          "(architecture, {name: array}): the parameters under transformers' names (what encore train saves)")
+      .def("set_dropout", &encore::AutoModel::set_dropout, py::arg("p"),
+           "one dropout probability for every site of the training forward")
       .def("parameters_module", &encore::AutoModel::module, py::return_value_policy::reference_internal,
            "the nn.Module view of the model: state_dict(), grads(), zero_grad(), and what optimisers take");
 }

@@ -299,3 +299,35 @@ def test_dropout(tiny_classifier, data, tmp_path):
     assert first_loss("--dropout", "0.8", "--seed", "9") != on
     res = train(tiny_classifier, data, "--steps", "1", "--dropout", "1.5", check=False)
     assert res.returncode != 0 and "--dropout" in res.stderr
+
+
+def tiny_family(family, head):
+    """A tiny random transformers model of `family`: the base model, or with head=True its
+    ForSequenceClassification (2 labels)."""
+    torch.manual_seed(0)
+    small = dict(vocab_size=100, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96, num_labels=2)
+    if family == "albert":
+        cfg = T.AlbertConfig(embedding_size=16, hidden_size=64, **small)
+    elif family == "distilbert":
+        cfg = T.DistilBertConfig(vocab_size=100, dim=64, n_layers=2, n_heads=4, hidden_dim=96, num_labels=2)
+    else:
+        cfg = {"bert": T.BertConfig, "roberta": T.RobertaConfig, "mpnet": T.MPNetConfig,
+               "electra": T.ElectraConfig}[family](hidden_size=64, **small)
+    return (T.AutoModelForSequenceClassification if head else T.AutoModel).from_config(cfg)
+
+
+@pytest.mark.parametrize("head", [False, True], ids=["base", "classifier"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "albert", "electra", "mpnet"])
+def test_export_gives_back_every_checkpoint_tensor(family, head, tmp_path):
+    """The loaders' name record, reversed: a loaded checkpoint exports exactly the tensors it was read from, under
+    the same names (Q/K/V split back out of encore's packed in_proj, ALBERT's shared layer once, the head under
+    the root and the base model under its prefix), for every family; only buffers (position_ids) are not
+    parameters."""
+    m = tiny_family(family, head)
+    m.save_pretrained(tmp_path, safe_serialization=True)
+    source = load_file(tmp_path / "model.safetensors")
+    arch, tensors = encore.AutoModel.load(str(tmp_path)).export_hf()
+    assert arch == type(m).__name__
+    assert set(tensors) == {k for k in source if not k.endswith("position_ids")}, set(tensors) ^ set(source)
+    for k, v in tensors.items():
+        assert np.array_equal(v, source[k]), k  # bitwise: the very values loaded
