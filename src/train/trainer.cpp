@@ -203,7 +203,13 @@ void truncate_log(const std::string& path, int64_t last_step) {
   std::string out, line;
   bool header = true;
   while (std::getline(in, line)) {
-    if (header || (!line.empty() && std::stoll(line.substr(0, line.find(','))) <= last_step)) out += line + "\n";
+    if (!header && !line.empty()) {
+      const std::string step = line.substr(0, line.find(','));
+      ENCORE_CHECK(!step.empty() && step.find_first_not_of("0123456789") == std::string::npos, "--resume: the log '",
+                   path, "' has a row that does not start with a step number: '", line, "'");
+      if (std::stoll(step) > last_step) continue;
+    }
+    out += line + "\n";
     header = false;
   }
   in.close();

@@ -177,6 +177,10 @@ def test_resume_refuses_mismatched_or_corrupt_state(tiny_bert, data, tmp_path):
     res = subprocess.run([str(BIN), "train", "--data", other, "--resume", ck, "--steps", "4", "--eval-fraction", "0",
                           "-q"], capture_output=True, text=True)
     assert res.returncode == 1 and "data_fingerprint" in res.stderr, res.stderr
+    log = tmp_path / "bad.csv"
+    log.write_text("step,loss,lr,grad_norm,eval_accuracy\ngarbage\n")
+    res = train(None, data, "--steps", "4", "--resume", ck, "--log", log, check=False)
+    assert res.returncode == 1 and "does not start with a step number" in res.stderr, res.stderr
     res = train(None, data, "--steps", "4", "--resume", tmp_path / "missing", check=False)
     assert res.returncode == 1 and "missing" in res.stderr, res.stderr
 
