@@ -116,7 +116,22 @@ void StagedDir::commit() {
     if (::rename(tmp_.c_str(), target_.c_str()) != 0) throw Error("cannot create '" + target_.string() + "': " + why());
     committed_ = true;
   }
+  remove_leftovers();
   fsync_path(parent_of(target_), true);
+}
+
+void StagedDir::remove_leftovers() const {
+  // Staging (or set-aside) directories of saves that were killed: ".<name>.tmp-XXXXXX" / ".<name>.old-XXXXXX".
+  const std::string name = target_.filename().string();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent_of(target_), ec)) {
+    const std::string n = e.path().filename().string();
+    for (const char* kind : {".tmp-", ".old-"}) {
+      const std::string stem = "." + name + kind;
+      if (n.size() == stem.size() + 6 && n.compare(0, stem.size(), stem) == 0 && e.is_directory(ec))
+        fs::remove_all(e.path(), ec);
+    }
+  }
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {

@@ -1,7 +1,8 @@
 // A directory that appears complete or not at all: files are written into a fresh sibling `.<name>.tmp-XXXXXX`
 // (each fsynced), and commit() swaps it with the target in one atomic rename (renameat2 RENAME_EXCHANGE when the
 // target exists, else a plain rename), then deletes the previous version and fsyncs the parent. A crash at any
-// point leaves the target as it was before or as committed; only a stray temporary sibling may remain.
+// point leaves the target as it was before or as committed; only a stray temporary sibling may remain, which the
+// next successful commit to the same target removes.
 //
 //   encore::io::StagedDir d("runs/ckpt");
 //   d.write_file("config.json", text);
@@ -28,6 +29,7 @@ class StagedDir {
   void commit();
 
  private:
+  void remove_leftovers() const;
   std::filesystem::path target_, tmp_;
   bool committed_ = false;
 };

@@ -113,6 +113,10 @@ def test_save_failures_leave_the_previous_checkpoint(tiny_bert, data, tmp_path):
     assert res.returncode == -signal.SIGXFSZ, (res.returncode, res.stderr)
     assert digest(out) == before
     T.AutoModelForSequenceClassification.from_pretrained(out)
+    assert [p.name[:10] for p in tmp_path.iterdir() if p.name != "ckpt"] == [".ckpt.tmp-"]  # the killed save's
+    train(tiny_bert, data, "--steps", "3", "--output", out)  # the next save completes and clears it away
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 3
 
     # Unwritable locations fail before training, naming the path.
     (tmp_path / "afile").write_text("x")
