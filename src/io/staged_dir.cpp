@@ -53,6 +53,15 @@ fs::path parent_of(const fs::path& target) {
   return target.has_parent_path() ? target.parent_path() : fs::path(".");
 }
 
+// mkdtemp/mkstemp template beside `target`: ".<name><kind>XXXXXX" (kind ".tmp-" or ".old-").
+std::string sibling_template(const fs::path& target, const char* kind) {
+  std::string name = ".";
+  name += target.filename().string();
+  name += kind;
+  name += "XXXXXX";
+  return (parent_of(target) / name).string();
+}
+
 }  // namespace
 
 StagedDir::StagedDir(const std::string& target_str) {
@@ -65,7 +74,7 @@ StagedDir::StagedDir(const std::string& target_str) {
                parent.string(), "' does not exist or is not a directory");
   ENCORE_CHECK(!fs::exists(target_, ec) || fs::is_directory(target_, ec), "cannot write '", target_str,
                "': it exists and is not a directory");
-  std::string tmp = (parent / ("." + target_.filename().string() + ".tmp-XXXXXX")).string();
+  std::string tmp = sibling_template(target_, ".tmp-");
   if (::mkdtemp(tmp.data()) == nullptr)
     throw Error("cannot write '" + target_str + "': cannot create a directory in '" + parent.string() + "': " + why());
   ::chmod(tmp.c_str(), 0755);
@@ -99,7 +108,7 @@ void StagedDir::commit() {
         throw Error("cannot replace '" + target_.string() + "': " + why());
       // No RENAME_EXCHANGE on this file system: move the old one aside first (a crash in between leaves it
       // there as .<name>.old-XXXXXX).
-      std::string old = (parent_of(target_) / ("." + target_.filename().string() + ".old-XXXXXX")).string();
+      std::string old = sibling_template(target_, ".old-");
       if (::mkdtemp(old.data()) == nullptr || ::rmdir(old.c_str()) != 0 ||
           ::rename(target_.c_str(), old.c_str()) != 0)
         throw Error("cannot replace '" + target_.string() + "': " + why());
@@ -136,7 +145,7 @@ void StagedDir::remove_leftovers() const {
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   const fs::path p(path), parent = parent_of(p);
-  std::string tmp = (parent / ("." + p.filename().string() + ".tmp-XXXXXX")).string();
+  std::string tmp = sibling_template(p, ".tmp-");
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) throw Error("cannot write '" + path + "': cannot create a file in '" + parent.string() + "': " + why());
   ::close(fd);
