@@ -319,7 +319,10 @@ TrainReport fine_tune_classifier(const TrainConfig& cfg, const std::function<voi
     st.epoch = state_field<int64_t>(resumed, "epoch", where);
     st.pos = state_field<int64_t>(resumed, "position", where);
     st.order = state_field<std::vector<int64_t>>(resumed, "order", where);
-    st.losses = state_field<std::vector<double>>(resumed, "losses", where);
+    for (const Json& l : state_field<Json>(resumed, "losses", where)) {  // JSON writes a NaN loss as null
+      ENCORE_CHECK(l.is_number() || l.is_null(), where, ": 'losses' must hold numbers");
+      st.losses.push_back(l.is_null() ? std::nan("") : l.get<double>());
+    }
     st.eval_points = state_field<std::vector<std::pair<int64_t, double>>>(resumed, "eval_accuracy", where);
     std::istringstream rng_text(state_field<std::string>(resumed, "shuffle_rng", where));
     rng_text >> st.rng;

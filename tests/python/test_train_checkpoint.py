@@ -199,6 +199,15 @@ def test_resume_refuses_mismatched_or_corrupt_state(tiny_bert, data, tmp_path):
             "order")
     corrupt("optimizer.safetensors", lambda p: p.write_bytes(p.read_bytes()[:1000]), "optimizer.safetensors")
     corrupt("optimizer.safetensors", lambda p: p.unlink(), "optimizer.safetensors")
+    corrupt("trainer_state.json", lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "losses": ["x", 1]})),
+            "'losses' must hold numbers")
+    # A diverged step's NaN loss is stored as JSON null; resuming reads it back.
+    nan = tmp_path / "nan"
+    shutil.copytree(ck, nan)
+    state = json.loads((nan / "trainer_state.json").read_text())
+    (nan / "trainer_state.json").write_text(json.dumps({**state, "losses": [None] + state["losses"][1:]}))
+    train(None, data, "--steps", "3", "--resume", nan, "--output", nan)
+    assert json.loads((nan / "trainer_state.json").read_text())["losses"][0] is None
 
 
 def test_gradient_accumulation_equals_one_big_batch(tiny_bert, data, tmp_path):
