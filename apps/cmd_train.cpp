@@ -30,12 +30,15 @@ void register_train(CLI::App& app) {
   static std::string task = "classification";
   static int threads = 0;
   static bool no_shuffle = false, quiet = false;
-  auto* cmd = app.add_subcommand("train", "fine-tune a model for sequence classification (bert family so far)");
+  auto* cmd = app.add_subcommand("train", "fine-tune a model for sequence classification or as a sentence encoder (bert family so far)");
   cmd->add_option("--model", c.model_dir, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--data", c.data, "training data: .jsonl or .csv with text[, text_pair], label")->required();
   cmd->add_option("--eval-data", c.eval_data, "held-out data (default: the last --eval-fraction of --data)");
   cmd->add_option("--eval-fraction", c.eval_fraction, "held-out share of --data")->capture_default_str();
-  cmd->add_option("--task", task, "classification (embedding lands later)")->check(CLI::IsMember({"classification"}));
+  cmd->add_option("--task", task, "classification (text[, text_pair], label) or embedding (pairs: anchor, positive "
+                  "or text, text_pair; MultipleNegativesRankingLoss)")
+      ->check(CLI::IsMember({"classification", "embedding"}))
+      ->capture_default_str();
   cmd->add_option("--steps", c.steps, "optimizer steps (overrides --epochs)");
   cmd->add_option("--epochs", c.epochs, "passes over the data")->capture_default_str();
   cmd->add_option("--batch-size", c.batch_size, "examples per forward/backward (per optimizer step without --grad-accum)")->capture_default_str();
@@ -71,7 +74,8 @@ void register_train(CLI::App& app) {
     c.shuffle = !no_shuffle;
     if (c.model_dir.empty()) c.model_dir = default_model_dir();
     const bool bar = !quiet && isatty(STDERR_FILENO);
-    train::TrainReport r = train::fine_tune_classifier(c, [&](const train::TrainProgress& p) {
+    const auto run = task == "embedding" ? train::fine_tune_embedding : train::fine_tune_classifier;
+    train::TrainReport r = run(c, [&](const train::TrainProgress& p) {
       if (!bar) return;
       const int64_t done = p.step - p.first_step;  // steps this run (a resumed run's rate excludes earlier ones)
       const double secs = std::max(p.seconds, 1e-9), eta = secs / done * (p.total - p.step);
@@ -86,8 +90,11 @@ void register_train(CLI::App& app) {
                 r.losses.size());
     if (r.first_step > 0) std::printf("resumed at step %lld\n", (long long)r.first_step);
     std::printf("loss: first %.4f, last %.4f\n", r.losses.front(), r.losses.back());
+    const char* metric = task == "embedding" ? "retrieval accuracy" : "accuracy";
+    if (!std::isnan(r.eval_before))
+      std::printf("held-out %s before training: %.4f (%lld pairs)\n", metric, r.eval_before, (long long)r.eval_examples);
     for (size_t i = 0; i < r.eval_accuracy.size(); ++i)
-      std::printf("held-out accuracy after %s %zu: %.4f (%lld examples)\n", c.steps > 0 ? "training" : "epoch", i + 1,
+      std::printf("held-out %s after %s %zu: %.4f (%lld examples)\n", metric, c.steps > 0 ? "training" : "epoch", i + 1,
                   r.eval_accuracy[i], (long long)r.eval_examples);
     if (!c.output_dir.empty()) std::printf("checkpoint: %s\n", c.output_dir.c_str());
     if (!c.plot_png.empty()) std::printf("plot: %s\n", c.plot_png.c_str());

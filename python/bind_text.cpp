@@ -142,6 +142,9 @@ void bind_text(py::module_& m) {
       .def("get_sentence_embedding_dimension", &encore::SentenceEncoder::dimension)
       .def_property("max_seq_length", &encore::SentenceEncoder::max_seq_length, &encore::SentenceEncoder::set_max_seq_length)
       .def_property_readonly("tokenizer", &encore::SentenceEncoder::tokenizer, py::return_value_policy::reference_internal)
+      .def_property_readonly(
+          "model", [](encore::SentenceEncoder& self) -> encore::AutoModel& { return self.model(); },
+          py::return_value_policy::reference_internal, "the Transformer module's AutoModel (shared: training it trains the encoder)")
       .def("__repr__", [](const encore::SentenceEncoder& self) { return "SentenceEncoder(\n" + self.describe() + ")"; });
 }
 

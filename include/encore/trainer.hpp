@@ -15,10 +15,15 @@
 // optimizer.safetensors and trainer_state.json for resume_dir. Saving is atomic: the directory is written
 // beside the target and swapped in, so a crash while saving leaves the previous checkpoint.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+namespace encore {
+class SentenceEncoder;
+}
 
 namespace encore::train {
 
@@ -65,6 +70,7 @@ struct TrainReport {
   std::vector<double> losses;          // per optimizer step of this run, the batch loss before the update
   int64_t first_step = 0;              // optimizer steps done before this run (resume), 0 otherwise
   std::vector<double> eval_accuracy;   // per epoch (or once at the end with steps)
+  double eval_before = std::nan("");   // embedding task: held-out retrieval accuracy before training
   std::vector<std::string> labels;     // class names in id order
   int64_t train_examples = 0, eval_examples = 0, tokens = 0;
   double seconds = 0;
@@ -73,5 +79,31 @@ struct TrainReport {
 // progress after each optimizer step.
 TrainReport fine_tune_classifier(const TrainConfig& config,
                                  const std::function<void(const TrainProgress&)>& progress = {});
+
+// ---- `encore train --task embedding` (src/train/embedding_trainer.cpp) ----
+// Fine-tunes a sentence-transformers directory (modules.json: Transformer -> Pooling -> optional Normalize; a
+// plain encoder directory is Transformer + mean pooling) on pairs - JSONL/CSV with `anchor` + `positive`, or
+// `text` + `text_pair` - with in-batch MultipleNegativesRankingLoss (scale 20, cosine; the other positives of a
+// batch are each anchor's negatives). eval_accuracy: held-out retrieval accuracy (share of anchors whose most
+// similar held-out positive is their own), per epoch; eval_before: the same before training. With output_dir,
+// the trained pipeline is written there as a sentence-transformers directory (SentenceTransformer(dir) loads it).
+// Of the config's fields, grad_accum, dropout, save_every, resume_dir and plot_png are not used yet (refused when
+// set); output_dir is written once, at the end.
+TrainReport fine_tune_embedding(const TrainConfig& config,
+                                const std::function<void(const TrainProgress&)>& progress = {});
+
+// One step's forward + backward of that loss on (anchors[i], positives[i]) pairs through `encoder` (its model in
+// training mode): accumulates parameter gradients into encoder.model().module(), returns the mean loss; *tokens
+// receives the number of real (unpadded) tokens.
+double embedding_loss_backward(SentenceEncoder& encoder, const std::vector<std::string>& anchors,
+                               const std::vector<std::string>& positives, double scale = 20.0,
+                               int64_t* tokens = nullptr);
+
+// Writes `encoder`'s current weights as a sentence-transformers directory: every file of source_dir except the
+// weights (modules.json, 1_Pooling/, tokenizer and configs), model.safetensors with transformers' names.
+// run_json is written beside them as encore_train_embedding.json (what was trained, how). Atomic: the directory
+// is staged and swapped into place.
+void save_sentence_transformer(const SentenceEncoder& encoder, const std::string& source_dir,
+                               const std::string& output_dir, const std::string& run_json);
 
 }  // namespace encore::train

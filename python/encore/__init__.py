@@ -6,7 +6,8 @@ directories; encore.nn is a numpy twin of torch.nn's Transformer modules.
 from ._encore import (AutoModel, Encoding, Error, SentenceEncoder, Tokenizer, get_num_threads, manual_seed,
                       runtime_info, set_num_threads)
 from . import nn
-from ._encore import losses, optim, train_classifier  # noqa: F401
+from ._encore import embedding_loss_backward, losses, optim, train_classifier, train_embedding  # noqa: F401
 
 __all__ = ["AutoModel", "Encoding", "Error", "SentenceEncoder", "Tokenizer", "get_num_threads", "manual_seed",
-           "runtime_info", "set_num_threads", "nn", "losses", "optim", "train_classifier"]
+           "runtime_info", "set_num_threads", "nn", "losses", "optim", "train_classifier", "train_embedding",
+           "embedding_loss_backward"]

@@ -95,6 +95,7 @@ struct SentenceEncoder::Impl {
   int64_t max_seq_length = 512;
   int64_t dimension = 0;
   std::vector<std::string> description;
+  std::vector<std::string> module_types;
 };
 
 SentenceEncoder::SentenceEncoder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -120,6 +121,7 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
     modules = {{"sentence_transformers.models.Transformer", root}, {"sentence_transformers.models.Pooling", fs::path()}};
   }
   for (auto& [type, dir] : modules) {
+    impl->module_types.push_back(type);
     if (ends_with(type, ".Transformer")) {
       ENCORE_CHECK(!impl->model, "modules.json: more than one Transformer module");
       impl->model = std::make_shared<AutoModel>(AutoModel::load(dir.string(), dtype));
@@ -190,16 +192,13 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
   const bool normalize = opt.normalize.value_or(m.normalize);
 
   // Tokenize everything once (truncated, unpadded), then batch by length so padding is minimal.
-  std::vector<Encoding> encodings(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const std::string text = m.do_lower_case ? unicode_lower(texts[i]) : texts[i];
-    if (!opt.truncate) {
-      const size_t length = m.tokenizer_whole->encode(text, true).size();
+  if (!opt.truncate)
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t length = m.tokenizer_whole->encode(m.do_lower_case ? unicode_lower(texts[i]) : texts[i], true).size();
       ENCORE_CHECK(static_cast<int64_t>(length) <= m.max_seq_length, "text ", i, " is ", length,
                    " tokens long, more than max_seq_length ", m.max_seq_length, " (truncation is off)");
     }
-    encodings[i] = m.tokenizer->encode(text, true);
-  }
+  const std::vector<Encoding> encodings = tokenize(texts);
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return encodings[a].size() > encodings[b].size(); });
@@ -229,20 +228,20 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
     ModelOutput out = m.model->forward(ids, mask, types, fo);
     Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
     for (const auto& d : m.dense) emb = ops::linear_forward(emb, d.weight, d.bias, d.act);
+    if (normalize) emb = normalize_rows(emb);
     const int64_t C = emb.size(1);
-    for (int64_t i = 0; i < B; ++i) {
-      const float* src = emb.data<float>() + i * C;
-      float* dst = result.data<float>() + order[start + i] * C;
-      double norm = 0;
-      if (normalize) {  // x / max(||x||, 1e-12), as torch.nn.functional.normalize
-        for (int64_t c = 0; c < C; ++c) norm += static_cast<double>(src[c]) * src[c];
-        norm = std::max(std::sqrt(norm), 1e-12);
-      }
-      for (int64_t c = 0; c < C; ++c) dst[c] = normalize ? static_cast<float>(src[c] / norm) : src[c];
-    }
+    for (int64_t i = 0; i < B; ++i)
+      std::copy_n(emb.data<float>() + i * C, C, result.data<float>() + order[start + i] * C);
     if (opt.progress) opt.progress(start + B, n);
   }
   return result;
+}
+
+std::vector<Encoding> SentenceEncoder::tokenize(const std::vector<std::string>& texts) const {
+  std::vector<Encoding> out;
+  out.reserve(texts.size());
+  for (const auto& t : texts) out.push_back(impl_->tokenizer->encode(impl_->do_lower_case ? unicode_lower(t) : t, true));
+  return out;
 }
 
 std::string default_model_dir() {
@@ -269,6 +268,8 @@ bool SentenceEncoder::normalizes() const { return impl_->normalize; }
 const PoolingConfig& SentenceEncoder::pooling() const { return impl_->pooling; }
 const Tokenizer& SentenceEncoder::tokenizer() const { return *impl_->tokenizer; }
 const AutoModel& SentenceEncoder::model() const { return *impl_->model; }
+AutoModel& SentenceEncoder::model() { return *impl_->model; }
+const std::vector<std::string>& SentenceEncoder::module_types() const { return impl_->module_types; }
 std::string SentenceEncoder::describe() const {
   std::string s;
   for (auto& d : impl_->description) s += d + "\n";

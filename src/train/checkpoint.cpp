@@ -40,13 +40,19 @@ void check_output_dir(const std::string& dir) {
   io::StagedDir probe(dir);  // creates (and on destruction removes) a sibling: the location is writable
 }
 
-void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
-  ENCORE_CHECK(c.model && c.optimizer, "save_checkpoint: model and optimizer are required");
-  io::StagedDir out(dir);
-  const HfExport hf = c.model->export_hf();
+HfExport write_hf_weights(io::StagedDir& out, const AutoModel& model) {
+  HfExport hf = model.export_hf();
   std::vector<io::TensorToWrite> tensors;
   for (const auto& [name, t] : hf.tensors) tensors.push_back(f32_entry(name, t));
   io::write_safetensors(out.file("model.safetensors"), tensors, {{"format", "pt"}});
+  return hf;
+}
+
+void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
+  ENCORE_CHECK(c.model && c.optimizer, "save_checkpoint: model and optimizer are required");
+  io::StagedDir out(dir);
+  const HfExport hf = write_hf_weights(out, *c.model);
+  std::vector<io::TensorToWrite> tensors;
 
   const std::map<std::string, Tensor> opt = c.optimizer->state_dict();
   tensors.clear();

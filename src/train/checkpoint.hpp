@@ -14,6 +14,7 @@
 
 #include "encore/model.hpp"
 #include "encore/train.hpp"
+#include "io/staged_dir.hpp"
 
 namespace encore::train {
 
@@ -33,6 +34,9 @@ struct CheckpointContents {
 // a checkpoint this writer made (an empty directory is fine): a save never deletes unrelated files.
 void check_output_dir(const std::string& dir);
 void save_checkpoint(const std::string& dir, const CheckpointContents& c);
+// model.safetensors into a staged directory: every parameter under transformers' names, float32 (also used by
+// the embedding trainer's sentence-transformers output). Returns the export (its tensors share the model's memory).
+HfExport write_hf_weights(io::StagedDir& out, const AutoModel& model);
 
 // trainer_state.json of a checkpoint, parsed and checked for format and version (errors name the file).
 nlohmann::json read_trainer_state(const std::string& dir);

@@ -21,6 +21,7 @@
 #include "io/staged_dir.hpp"
 #include "train/checkpoint.hpp"
 #include "train/plot.hpp"
+#include "train/records.hpp"
 
 namespace encore::train {
 
@@ -31,42 +32,6 @@ using Json = nlohmann::json;
 struct Example {
   std::string text, text_pair, label;
 };
-
-// One CSV record (RFC 4180: quoted fields may hold commas, quotes as "", and newlines).
-bool read_csv_record(std::istream& in, std::vector<std::string>& fields) {
-  fields.clear();
-  std::string field;
-  bool quoted = false, any = false;
-  char c;
-  while (in.get(c)) {
-    any = true;
-    if (quoted) {
-      if (c == '"') {
-        if (in.peek() == '"') {
-          field.push_back('"');
-          in.get();
-        } else {
-          quoted = false;
-        }
-      } else {
-        field.push_back(c);
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.push_back(field);
-      field.clear();
-    } else if (c == '\n') {
-      break;
-    } else if (c != '\r') {
-      field.push_back(c);
-    }
-  }
-  if (!any) return false;
-  ENCORE_CHECK(!quoted, "CSV: unterminated quoted field");
-  fields.push_back(field);
-  return true;
-}
 
 std::vector<Example> read_examples(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
