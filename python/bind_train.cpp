@@ -38,12 +38,14 @@ void bind_train(py::module_& m) {
       py::arg("schedule") = "linear");
 
   m.def(
-      "train_classifier",
+      "train",
       [](const std::string& model, const std::string& data, const std::string& eval_data, double eval_fraction,
          int64_t steps, int64_t epochs, int64_t batch_size, double lr, double weight_decay, int64_t warmup_steps,
          const std::string& schedule, double max_grad_norm, int64_t max_length, uint64_t seed, bool shuffle,
          const std::string& log, const std::string& output, int64_t save_every, const std::string& resume,
-         double dropout, const std::string& plot, int64_t grad_accum) {
+         double dropout, const std::string& plot, int64_t grad_accum, const std::string& task) {
+        if (task != "classification" && task != "embedding")
+          throw encore::Error("train: task must be 'classification' or 'embedding', got '" + task + "'");
         encore::train::TrainConfig c;
         c.model_dir = model;
         c.data = data;
@@ -70,12 +72,13 @@ void bind_train(py::module_& m) {
         encore::train::TrainReport r;
         {
           py::gil_scoped_release nogil;
-          r = encore::train::fine_tune_classifier(c);
+          r = task == "embedding" ? encore::train::fine_tune_embedding(c) : encore::train::fine_tune_classifier(c);
         }
         py::dict d;
         d["losses"] = r.losses;
         d["first_step"] = r.first_step;
         d["eval_accuracy"] = r.eval_accuracy;
+        d["eval_before"] = r.eval_before;
         d["labels"] = r.labels;
         d["train_examples"] = r.train_examples;
         d["eval_examples"] = r.eval_examples;
@@ -88,41 +91,11 @@ void bind_train(py::module_& m) {
       py::arg("weight_decay") = 0.01, py::arg("warmup_steps") = 0, py::arg("schedule") = "linear",
       py::arg("max_grad_norm") = 1.0, py::arg("max_length") = 128, py::arg("seed") = 42, py::arg("shuffle") = true,
       py::arg("log") = "", py::arg("output") = "", py::arg("save_every") = 0, py::arg("resume") = "",
-      py::arg("dropout") = -1.0, py::arg("plot") = "", py::arg("grad_accum") = 1, "fine-tune for sequence classification (the engine of `encore train`); returns a report");
+      py::arg("dropout") = -1.0, py::arg("plot") = "", py::arg("grad_accum") = 1, py::arg("task") = "classification",
+      "the engine of `encore train`: task 'classification' fine-tunes for sequence classification (text[, text_pair], "
+      "label), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss (eval_accuracy "
+      "is then held-out retrieval accuracy, eval_before the same before training); returns a report");
 
-  m.def(
-      "train_embedding",
-      [](const std::string& model, const std::string& data, const std::string& eval_data, double eval_fraction,
-         int64_t steps, int64_t epochs, int64_t batch_size, double lr, double weight_decay, int64_t warmup_steps,
-         const std::string& schedule, double max_grad_norm, int64_t max_length, uint64_t seed, bool shuffle,
-         const std::string& log, const std::string& output) {
-        encore::train::TrainConfig c;
-        c.model_dir = model, c.data = data, c.eval_data = eval_data, c.eval_fraction = eval_fraction;
-        c.steps = steps, c.epochs = epochs, c.batch_size = batch_size, c.lr = lr, c.weight_decay = weight_decay;
-        c.warmup_steps = warmup_steps, c.schedule = schedule, c.max_grad_norm = max_grad_norm;
-        c.max_length = max_length, c.seed = seed, c.shuffle = shuffle, c.log_csv = log, c.output_dir = output;
-        encore::train::TrainReport r;
-        {
-          py::gil_scoped_release nogil;
-          r = encore::train::fine_tune_embedding(c);
-        }
-        py::dict d;
-        d["losses"] = r.losses;
-        d["eval_accuracy"] = r.eval_accuracy;
-        d["eval_before"] = r.eval_before;
-        d["train_examples"] = r.train_examples;
-        d["eval_examples"] = r.eval_examples;
-        d["tokens"] = r.tokens;
-        d["seconds"] = r.seconds;
-        return d;
-      },
-      py::arg("model"), py::arg("data"), py::arg("eval_data") = "", py::arg("eval_fraction") = 0.1,
-      py::arg("steps") = 0, py::arg("epochs") = 1, py::arg("batch_size") = 16, py::arg("lr") = 2e-5,
-      py::arg("weight_decay") = 0.01, py::arg("warmup_steps") = 0, py::arg("schedule") = "linear",
-      py::arg("max_grad_norm") = 1.0, py::arg("max_length") = 128, py::arg("seed") = 42, py::arg("shuffle") = true,
-      py::arg("log") = "", py::arg("output") = "",
-      "fine-tune a sentence-transformers model on pairs with MultipleNegativesRankingLoss (the engine of `encore "
-      "train --task embedding`); returns a report with held-out retrieval accuracy before and after");
   m.def(
       "embedding_loss_backward",
       [](encore::SentenceEncoder& encoder, const std::vector<std::string>& anchors,

