@@ -44,14 +44,23 @@ bool read_csv_record(std::istream& in, std::vector<std::string>& fields) {
   return true;
 }
 
-std::vector<Record> read_records(const std::string& path, const std::vector<std::string>& wanted) {
+std::vector<Record> read_records(const std::string& path, const std::vector<std::string>& wanted,
+                                 const std::vector<std::string>& required) {
   using Json = nlohmann::json;
+  std::string names;  // 'a' and 'b'
+  for (size_t i = 0; i < required.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == required.size() ? " and " : ", ") + ("'" + required[i] + "'");
+  auto missing = [&](const auto& has) {
+    return std::any_of(required.begin(), required.end(), [&](const std::string& f) { return !has(f); });
+  };
   std::ifstream in(path, std::ios::binary);
   ENCORE_CHECK(in.good(), "cannot read training data '", path, "'");
   std::vector<Record> out;
   if (std::filesystem::path(path).extension() == ".csv") {
     std::vector<std::string> header, row;
     ENCORE_CHECK(read_csv_record(in, header), "'", path, "' is empty");
+    ENCORE_CHECK(!missing([&](const std::string& f) { return std::find(header.begin(), header.end(), f) != header.end(); }),
+                 "'", path, "': the header needs ", names, " columns");
     int64_t line = 1;
     while (read_csv_record(in, row)) {
       ++line;
@@ -76,7 +85,8 @@ std::vector<Record> read_records(const std::string& path, const std::vector<std:
     } catch (const Json::exception& e) {
       throw Error(detail::concat(path, ":", line, ": not valid JSON: ", e.what()));
     }
-    ENCORE_CHECK(j.is_object(), path, ":", line, ": expected a JSON object");
+    ENCORE_CHECK(j.is_object() && !missing([&](const std::string& f) { return j.contains(f); }), path, ":", line,
+                 ": expected a JSON object", required.empty() ? "" : " with ", names);
     Record r{{}, line};
     for (const auto& name : wanted) {
       if (!j.contains(name)) continue;

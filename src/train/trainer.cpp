@@ -34,47 +34,10 @@ struct Example {
 };
 
 std::vector<Example> read_examples(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  ENCORE_CHECK(in.good(), "cannot read training data '", path, "'");
   std::vector<Example> out;
-  const std::string ext = std::filesystem::path(path).extension().string();
-  if (ext == ".csv") {
-    std::vector<std::string> header, row;
-    ENCORE_CHECK(read_csv_record(in, header), "'", path, "' is empty");
-    auto col = [&](const std::string& name) -> int64_t {
-      auto it = std::find(header.begin(), header.end(), name);
-      return it == header.end() ? -1 : it - header.begin();
-    };
-    const int64_t ct = col("text"), cp = col("text_pair"), cl = col("label");
-    ENCORE_CHECK(ct >= 0 && cl >= 0, "'", path, "': the header needs 'text' and 'label' columns");
-    int64_t line = 1;
-    while (read_csv_record(in, row)) {
-      ++line;
-      if (row.size() == 1 && row[0].empty()) continue;
-      ENCORE_CHECK(row.size() == header.size(), path, ": record ", line, " has ", row.size(), " fields, the header ",
-                   header.size());
-      out.push_back({row[ct], cp >= 0 ? row[cp] : std::string(), row[cl]});
-    }
-  } else {
-    std::string l;
-    int64_t line = 0;
-    while (std::getline(in, l)) {
-      ++line;
-      if (l.find_first_not_of(" \t\r") == std::string::npos) continue;
-      Json j;
-      try {
-        j = Json::parse(l);
-      } catch (const Json::exception& e) {
-        throw Error(detail::concat(path, ":", line, ": not valid JSON: ", e.what()));
-      }
-      ENCORE_CHECK(j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("label"), path, ":",
-                   line, ": expected an object with a string 'text' and a 'label'");
-      Example e{j["text"].get<std::string>(), j.value("text_pair", std::string()), ""};
-      const Json& lab = j["label"];
-      ENCORE_CHECK(lab.is_number_integer() || lab.is_string(), path, ":", line, ": label must be an integer or a string");
-      e.label = lab.is_string() ? lab.get<std::string>() : std::to_string(lab.get<int64_t>());
-      out.push_back(std::move(e));
-    }
+  for (const Record& r : read_records(path, {"text", "text_pair", "label"}, {"text", "label"})) {
+    auto pair = r.fields.find("text_pair");
+    out.push_back({r.fields.at("text"), pair == r.fields.end() ? std::string() : pair->second, r.fields.at("label")});
   }
   ENCORE_CHECK(!out.empty(), "'", path, "' holds no examples");
   return out;
