@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "encore/train.hpp"
+#include "runtime/parallel.hpp"
 
 namespace encore::train {
 
@@ -34,12 +35,15 @@ void AdamW::step() {
     const float* g = s.grad->data<float>();
     float* m = s.exp_avg.data<float>();
     float* v = s.exp_avg_sq.data<float>();
-    for (int64_t i = 0, n = s.param->numel(); i < n; ++i) {
-      p[i] *= decay;                                  // p -= lr·wd·p
-      m[i] = fb1 * m[i] + (1.f - fb1) * g[i];         // m = β1·m + (1-β1)·g
-      v[i] = fb2 * v[i] + (1.f - fb2) * g[i] * g[i];  // v = β2·v + (1-β2)·g²
-      p[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_b2 + eps);
-    }
+    // element-wise, so any split over threads gives the same bits
+    runtime::parallel_for(0, s.param->numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        p[i] *= decay;                                  // p -= lr·wd·p
+        m[i] = fb1 * m[i] + (1.f - fb1) * g[i];         // m = β1·m + (1-β1)·g
+        v[i] = fb2 * v[i] + (1.f - fb2) * g[i] * g[i];  // v = β2·v + (1-β2)·g²
+        p[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_b2 + eps);
+      }
+    });
   }
   module_.drop_prepared();
 }
