@@ -109,6 +109,12 @@ void bind_models(py::module_& m) {
           "(architecture, {name: array}): the parameters under transformers' names (what encore train saves)")
       .def("set_dropout", &encore::AutoModel::set_dropout, py::arg("p"),
            "one dropout probability for every site of the training forward")
+      .def("add_sequence_classifier", &encore::AutoModel::add_sequence_classifier, py::arg("num_labels"),
+           py::arg("seed") = 0,
+           "a new sequence-classification head laid out as the family's *ForSequenceClassification, normal(0, 0.02)")
+      .def_property("gradient_checkpointing", &encore::AutoModel::gradient_checkpointing,
+                    &encore::AutoModel::set_gradient_checkpointing,
+                    "training: keep only layer inputs and recompute each layer's forward during backward")
       .def("parameters_module", &encore::AutoModel::module, py::return_value_policy::reference_internal,
            "the nn.Module view of the model: state_dict(), grads(), zero_grad(), and what optimisers take");
 }

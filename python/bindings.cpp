@@ -213,6 +213,8 @@ PYBIND11_MODULE(_encore, m) {
            py::arg("encoder_layer"), py::arg("num_layers"), py::arg("norm") = py::none(),
            py::arg("enable_nested_tensor") = true, py::arg("mask_check") = true, py::arg("share_parameters") = false)
       .def_readonly("num_layers", &nn::TransformerEncoder::num_layers)
+      .def_readwrite("gradient_checkpointing", &nn::TransformerEncoder::gradient_checkpointing,
+                     "training: keep only layer inputs and recompute each layer's forward during backward")
       .def("forward", encoder_forward, py::arg("src"), py::arg("mask") = py::none(),
            py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = py::none())
       .def("__call__", encoder_forward, py::arg("src"), py::arg("mask") = py::none(),

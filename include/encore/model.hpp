@@ -65,7 +65,8 @@ class AutoModel {
                       const Tensor& token_type_ids = Tensor(), const ForwardOptions& options = {}) const;
   const ModelInfo& info() const;
 
-  // Training (bert so far): train() copies weights mapped from the checkpoint into owned memory (once) and
+  // Training (every family: bert, roberta/xlm-roberta, distilbert, albert, electra, mpnet, with Hugging Face's
+  // dropout placement and probabilities from config.json): train() copies weights mapped from the checkpoint into owned memory (once) and
   // makes forward() save what backward() needs; backward() takes the gradients of the outputs the loss used
   // and accumulates parameter gradients (see module().named_grads()). eval() returns to inference.
   void train(bool mode = true);
@@ -75,6 +76,10 @@ class AutoModel {
   void set_dropout(double p);
   void backward(const Tensor& d_last_hidden_state, const Tensor& d_pooler_output = Tensor(),
                 const Tensor& d_logits = Tensor()) const;
+  // Gradient checkpointing: training keeps only each encoder layer's input and recomputes the layer's forward
+  // during backward (less activation memory, about one more forward pass of compute; same gradient bits).
+  void set_gradient_checkpointing(bool enabled);
+  bool gradient_checkpointing() const;
   // Parameters (Hugging Face names; each layer's self_attn.in_proj_* packs query/key/value) and gradients.
   nn::Module& module();
   // A new sequence-classification head for fine-tuning a checkpoint that has none (bert so far).

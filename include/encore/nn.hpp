@@ -213,7 +213,8 @@ class MultiheadAttention : public Module {
                           bool is_causal = false) const;
   // Self-attention backward (query = key = value, packed in-projection): the gradient of the query.
   Tensor backward(const Tensor& grad_output) const;
-  Tensor backward_batch_first(const Tensor& grad_output) const;
+  // d_attn_mask, when non-null, receives (B, H, T, S): the gradient of a float attn_mask added to the scores.
+  Tensor backward_batch_first(const Tensor& grad_output, Tensor* d_attn_mask = nullptr) const;
   // The same on batch-first 3-D tensors, the form layers use internally.
   AttentionResult forward_batch_first(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const Tensor& key_padding_mask, bool need_weights, const Tensor& attn_mask,
@@ -238,6 +239,21 @@ class MultiheadAttention : public Module {
   void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
 };
 
+// Dropout probability at each site of an encoder layer (training only). torch.nn.TransformerEncoderLayer(dropout=p)
+// drops at all four sites (torch(p)); Hugging Face BERT-family layers drop the attention probabilities
+// (attention_probs_dropout_prob) and the outputs of the attention output dense and the FFN output dense, before
+// their residual + LayerNorm (hidden_dropout_prob), but never the FFN hidden (hugging_face(...)).
+struct EncoderLayerDropout {
+  double attention_probs = 0.0;   // softmax(q·kᵀ) before it weights v (self_attn.dropout)
+  double attention_output = 0.0;  // self_attn's output projection, before the residual
+  double ffn_hidden = 0.0;        // act(linear1(x)), before linear2
+  double ffn_output = 0.0;        // linear2's output, before the residual
+  static EncoderLayerDropout torch(double p) { return {p, p, p, p}; }
+  static EncoderLayerDropout hugging_face(double attention_probs, double hidden) {
+    return {attention_probs, hidden, 0.0, hidden};
+  }
+};
+
 class TransformerEncoderLayer : public Module {
  public:
   TransformerEncoderLayer() = default;
@@ -253,7 +269,13 @@ class TransformerEncoderLayer : public Module {
   Tensor forward_batch_first(const Tensor& x, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                              bool is_causal, Tensor* attn_weights = nullptr) const;
   Tensor backward(const Tensor& grad_output) const;  // gradient of src, in src's layout
-  Tensor backward_batch_first(const Tensor& grad_output) const;
+  // d_src_mask, when non-null, receives the gradient of a float src_mask added to the scores, per sequence
+  // and head (B, H, T, T) - for learned attention biases (MPNet's relative positions).
+  Tensor backward_batch_first(const Tensor& grad_output, Tensor* d_src_mask = nullptr) const;
+
+  // Per-site dropout; also sets self_attn.dropout (the attention-probabilities site). Checked to be in [0, 1].
+  void set_dropout(const EncoderLayerDropout& sites);
+  const EncoderLayerDropout& dropout_sites() const { return dropout_sites_; }
 
  protected:
   Tensor forward_train(const Tensor& x, const Tensor& src_mask, const Tensor& src_key_padding_mask, bool is_causal,
@@ -265,9 +287,11 @@ class TransformerEncoderLayer : public Module {
   Linear linear1, linear2;
   LayerNorm norm1, norm2;
   int64_t d_model = 0, dim_feedforward = 0;
-  double dropout = 0.1;
   Activation activation = Activation::relu;
   bool batch_first = false, norm_first = false;
+
+ private:
+  EncoderLayerDropout dropout_sites_;  // torch(dropout) from the constructor; change with set_dropout
 
  public:
   void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
@@ -292,11 +316,19 @@ class TransformerEncoder : public Module {
                  std::optional<bool> is_causal = std::nullopt, EncoderTrace* trace = nullptr) const;
   Tensor backward(const Tensor& grad_output) const;  // gradient of src, in src's layout
 
+  // Training: keep only each layer's input and recompute the layer's forward during backward (less memory,
+  // about one more forward of compute). Gradients are bitwise those without it (same ops, same dropout masks).
+  void set_gradient_checkpointing(bool enabled) { gradient_checkpointing = enabled; }
+
   std::vector<TransformerEncoderLayer> layers;
   std::optional<LayerNorm> norm;
   int64_t num_layers = 0;
   bool share_parameters = false;
   bool batch_first = false;
+  bool gradient_checkpointing = false;
+
+ protected:
+  Tensor forward_train(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool causal, EncoderTrace* trace) const;
 
  public:
   void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;

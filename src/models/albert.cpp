@@ -10,24 +10,20 @@ namespace encore::models {
 
 namespace {
 
-class Albert : public EncoderModel {
+class Albert : public StackedEncoder {
  public:
-  TokenEmbeddings embeddings;
-  LinearWeights mapping_in;
   std::vector<std::vector<nn::TransformerEncoderLayer>> groups;
   int64_t num_layers = 0;
-  std::optional<LinearWeights> pooler, classifier;
-  bool token_head = false;
 
   void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
     embeddings.collect_parameters(prefix + "embeddings.", out);
-    mapping_in.collect_parameters(prefix + "encoder.embedding_hidden_mapping_in", out);
+    project->collect_parameters(prefix + "encoder.embedding_hidden_mapping_in", out);
     for (size_t g = 0; g < groups.size(); ++g)
       for (size_t k = 0; k < groups[g].size(); ++k)
         groups[g][k].collect_parameters(
             prefix + "encoder.albert_layer_groups." + std::to_string(g) + ".albert_layers." + std::to_string(k) + ".", out);
     if (pooler) pooler->collect_parameters(prefix + "pooler", out);
-    if (classifier) classifier->collect_parameters(prefix + "classifier", out);
+    if (head) head->collect_parameters(prefix, out);
   }
   void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
     for (size_t g = 0; g < groups.size(); ++g)
@@ -37,31 +33,13 @@ class Albert : public EncoderModel {
     for (auto& g : groups)
       for (auto& l : g) fn(l);
   }
-
-  ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
-                      const ForwardOptions& opt) const override {
-    auto [B, T] = check_inputs(ids, mask, types);
-    ENCORE_CHECK(T <= info.max_position_embeddings, "input length ", T, " exceeds max_position_embeddings ",
-                 info.max_position_embeddings);
-    ModelOutput out;
-    Tensor x = mapping_in.apply(embeddings.forward(ids, absolute_position_ids(B, T), types));
-    const Tensor kpm = key_padding_from_attention_mask(mask, B, T);
-    if (opt.output_hidden_states) out.hidden_states.push_back(x);
+  // Step i runs every inner layer of group int(i / (num_hidden_layers / num_hidden_groups)).
+  std::vector<const nn::TransformerEncoderLayer*> layer_order() const override {
+    std::vector<const nn::TransformerEncoderLayer*> order;
     const double layers_per_group = static_cast<double>(num_layers) / static_cast<double>(groups.size());
-    for (int64_t i = 0; i < num_layers; ++i) {
-      const auto& group = groups[static_cast<size_t>(static_cast<double>(i) / layers_per_group)];
-      for (const auto& layer : group) {
-        Tensor weights;
-        x = layer.forward_batch_first(x, Tensor(), kpm, false, opt.output_attentions ? &weights : nullptr);
-        if (opt.output_attentions) out.attentions.push_back(weights);
-        if (opt.output_hidden_states) out.hidden_states.push_back(x);  // per inner layer, as transformers records
-      }
-    }
-    out.last_hidden_state = x;
-    if (pooler)
-      out.pooler_output = ops::linear_forward(first_token(x), pooler->weight, pooler->bias, kernels::Act::tanh);
-    if (classifier && opt.compute_logits) out.logits = classifier->apply(token_head ? x : out.pooler_output);
-    return out;
+    for (int64_t i = 0; i < num_layers; ++i)
+      for (const auto& layer : groups[static_cast<size_t>(static_cast<double>(i) / layers_per_group)]) order.push_back(&layer);
+    return order;
   }
 };
 
@@ -78,7 +56,8 @@ std::unique_ptr<EncoderModel> load_albert(const HfConfig& cfg, const io::WeightS
   Weights root(store, "");
   Weights w = root.sub(detect_prefix(store, "albert.", "embeddings.word_embeddings.weight"));
   m->embeddings = TokenEmbeddings::load(w, cfg, E, true);
-  m->mapping_in = take_linear(w, "encoder.embedding_hidden_mapping_in", d.hidden, E);
+  m->embeddings.padding_idx = m->info.pad_token_id;
+  m->project = take_linear(w, "encoder.embedding_hidden_mapping_in", d.hidden, E);
   for (int64_t g = 0; g < G; ++g) {
     std::vector<nn::TransformerEncoderLayer> group;
     for (int64_t k = 0; k < K; ++k) {
@@ -90,14 +69,20 @@ std::unique_ptr<EncoderModel> load_albert(const HfConfig& cfg, const io::WeightS
     }
     m->groups.push_back(std::move(group));
   }
+  m->set_hf_dropout(cfg.get_double("hidden_dropout_prob", 0.0), cfg.get_double("attention_probs_dropout_prob", 0.0));
   if (w.has("pooler.weight")) m->pooler = take_linear(w, "pooler", d.hidden, d.hidden);
+  using In = ClassificationHead::Input;
+  m->sequence_head_layout =
+      head_layout(In::pooled, "", "classifier", kernels::Act::none, cfg.get_double("classifier_dropout_prob", 0.1), 0.0);
   const bool seq = architecture_ends_with(cfg, "ForSequenceClassification");
-  m->token_head = architecture_ends_with(cfg, "ForTokenClassification");
-  if ((seq || m->token_head) && root.has("classifier.weight")) {
+  const bool token_head = architecture_ends_with(cfg, "ForTokenClassification");
+  if ((seq || token_head) && root.has("classifier.weight")) {
     read_labels(cfg, m->info);
-    ENCORE_CHECK(m->token_head || m->pooler, cfg.source(), ": a sequence-classification head needs the pooler");
-    m->classifier = take_linear(root, "classifier", m->info.num_labels, d.hidden);
-    m->info.head = m->token_head ? "token_classification" : "sequence_classification";
+    ENCORE_CHECK(token_head || m->pooler, cfg.source(), ": a sequence-classification head needs the pooler");
+    ClassificationHead layout = m->sequence_head_layout;
+    if (token_head) layout.input = In::every_token;
+    m->head = take_head(root, layout, m->info.num_labels, d.hidden);
+    m->info.head = token_head ? "token_classification" : "sequence_classification";
   }
   w.finish();
   return m;

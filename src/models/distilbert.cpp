@@ -1,6 +1,7 @@
 // DistilBERT: word + absolute position embeddings (no token types), LayerNorm (eps 1e-12), Post-LN layers named
 // transformer.layer.N.{attention.{q,k,v,out}_lin, sa_layer_norm, ffn.lin1, ffn.lin2, output_layer_norm}.
-// DistilBertForSequenceClassification: pre_classifier + relu over [CLS], then classifier.
+// DistilBertForSequenceClassification: pre_classifier + relu over [CLS], dropout, then classifier. Training drops
+// (config "dropout") after the embeddings and the FFN output, and (attention_dropout) the attention probabilities.
 #include "models/model.hpp"
 #include "ops/ops.hpp"
 
@@ -8,18 +9,14 @@ namespace encore::models {
 
 namespace {
 
-class DistilBert : public EncoderModel {
+class DistilBert : public StackedEncoder {
  public:
-  TokenEmbeddings embeddings;
   std::vector<nn::TransformerEncoderLayer> layers;
-  std::optional<LinearWeights> pre_classifier, classifier;
-  bool token_head = false;
 
   void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
     embeddings.collect_parameters(prefix + "embeddings.", out);
     for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "transformer.layer." + std::to_string(i) + ".", out);
-    if (pre_classifier) pre_classifier->collect_parameters(prefix + "pre_classifier", out);
-    if (classifier) classifier->collect_parameters(prefix + "classifier", out);
+    if (head) head->collect_parameters(prefix, out);
   }
   void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
     for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "transformer.layer." + std::to_string(i));
@@ -27,26 +24,7 @@ class DistilBert : public EncoderModel {
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
     for (auto& l : layers) fn(l);
   }
-
-  ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
-                      const ForwardOptions& opt) const override {
-    auto [B, T] = check_inputs(ids, mask, types);
-    ENCORE_CHECK(T <= info.max_position_embeddings, "input length ", T, " exceeds max_position_embeddings ",
-                 info.max_position_embeddings);
-    ModelOutput out;
-    Tensor x = embeddings.forward(ids, absolute_position_ids(B, T), Tensor());
-    out.last_hidden_state = run_layers(pointers(layers), x, Tensor(), key_padding_from_attention_mask(mask, B, T), opt, out);
-    if (classifier && opt.compute_logits) {
-      if (token_head) {
-        out.logits = classifier->apply(out.last_hidden_state);
-      } else {
-        Tensor h = ops::linear_forward(first_token(out.last_hidden_state), pre_classifier->weight,
-                                       pre_classifier->bias, kernels::Act::relu);
-        out.logits = classifier->apply(h);
-      }
-    }
-    return out;
-  }
+  std::vector<const nn::TransformerEncoderLayer*> layer_order() const override { return pointers(layers); }
 };
 
 }  // namespace
@@ -72,15 +50,24 @@ std::unique_ptr<EncoderModel> load_distilbert(const HfConfig& cfg, const io::Wei
                   p + "sa_layer_norm",   p + "ffn.lin1",        p + "ffn.lin2",        p + "output_layer_norm"};
     m->layers.push_back(load_post_ln_layer(w, n, d.hidden, d.heads, d.intermediate, d.activation, d.eps));
   }
-  m->token_head = architecture_ends_with(cfg, "ForTokenClassification");
+  // dropout after the embeddings and the FFN output; attention_dropout on the probabilities; none after out_lin
+  const double p = cfg.get_double("dropout", 0.1);
+  m->embeddings.dropout = p;
+  m->embeddings.padding_idx = m->info.pad_token_id;
+  m->layer_sites = {1.0, 0.0, 0.0, 1.0};
+  for (auto& l : m->layers) l.set_dropout({cfg.get_double("attention_dropout", 0.1), 0.0, 0.0, p});
+  using In = ClassificationHead::Input;
+  m->sequence_head_layout = head_layout(In::first_token, "pre_classifier", "classifier", kernels::Act::relu, 0.0,
+                                        cfg.get_double("seq_classif_dropout", 0.2));
+  m->sequence_head_layout.input_dropout_site = false;
   if (architecture_ends_with(cfg, "ForSequenceClassification") && root.has("classifier.weight")) {
     read_labels(cfg, m->info);
-    m->pre_classifier = take_linear(root, "pre_classifier", d.hidden, d.hidden);
-    m->classifier = take_linear(root, "classifier", m->info.num_labels, d.hidden);
+    m->head = take_head(root, m->sequence_head_layout, m->info.num_labels, d.hidden);
     m->info.head = "sequence_classification";
-  } else if (m->token_head && root.has("classifier.weight")) {
+  } else if (architecture_ends_with(cfg, "ForTokenClassification") && root.has("classifier.weight")) {
     read_labels(cfg, m->info);
-    m->classifier = take_linear(root, "classifier", m->info.num_labels, d.hidden);
+    m->head = take_head(root, head_layout(In::every_token, "", "classifier", kernels::Act::none, p, 0.0),
+                        m->info.num_labels, d.hidden);
     m->info.head = "token_classification";
   }
   w.finish();

@@ -8,19 +8,15 @@ namespace encore::models {
 
 namespace {
 
-class Electra : public EncoderModel {
+class Electra : public StackedEncoder {
  public:
-  TokenEmbeddings embeddings;
-  std::optional<LinearWeights> project, head_dense, head_out;
   std::vector<nn::TransformerEncoderLayer> layers;
-  bool token_head = false;
 
   void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
     embeddings.collect_parameters(prefix + "embeddings.", out);
     if (project) project->collect_parameters(prefix + "embeddings_project", out);
     for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "encoder.layer." + std::to_string(i) + ".", out);
-    if (head_dense) head_dense->collect_parameters(prefix + "classifier.dense", out);
-    if (head_out) head_out->collect_parameters(prefix + (token_head ? "classifier" : "classifier.out_proj"), out);
+    if (head) head->collect_parameters(prefix, out);
   }
   void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
     for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "encoder.layer." + std::to_string(i));
@@ -28,27 +24,7 @@ class Electra : public EncoderModel {
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
     for (auto& l : layers) fn(l);
   }
-
-  ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
-                      const ForwardOptions& opt) const override {
-    auto [B, T] = check_inputs(ids, mask, types);
-    ENCORE_CHECK(T <= info.max_position_embeddings, "input length ", T, " exceeds max_position_embeddings ",
-                 info.max_position_embeddings);
-    ModelOutput out;
-    Tensor x = embeddings.forward(ids, absolute_position_ids(B, T), types);
-    if (project) x = project->apply(x);
-    out.last_hidden_state = run_layers(pointers(layers), x, Tensor(), key_padding_from_attention_mask(mask, B, T), opt, out);
-    if (head_out && opt.compute_logits) {
-      if (token_head) {
-        out.logits = head_out->apply(out.last_hidden_state);
-      } else {
-        Tensor h = ops::linear_forward(first_token(out.last_hidden_state), head_dense->weight, head_dense->bias,
-                                       kernels::Act::gelu_erf);
-        out.logits = head_out->apply(h);
-      }
-    }
-    return out;
-  }
+  std::vector<const nn::TransformerEncoderLayer*> layer_order() const override { return pointers(layers); }
 };
 
 }  // namespace
@@ -61,17 +37,22 @@ std::unique_ptr<EncoderModel> load_electra(const HfConfig& cfg, const io::Weight
   Weights root(store, "");
   Weights w = root.sub(detect_prefix(store, "electra.", "embeddings.word_embeddings.weight"));
   m->embeddings = TokenEmbeddings::load(w, cfg, E, true);
+  m->embeddings.padding_idx = m->info.pad_token_id;
   if (E != d.hidden) m->project = take_linear(w, "embeddings_project", d.hidden, E);
   m->layers = load_bert_layers(w, d, "encoder.layer.");
-  m->token_head = architecture_ends_with(cfg, "ForTokenClassification");
+  m->set_hf_dropout(cfg.get_double("hidden_dropout_prob", 0.1), cfg.get_double("attention_probs_dropout_prob", 0.1));
+  const double p = classifier_dropout(cfg);
+  using In = ClassificationHead::Input;
+  m->sequence_head_layout =
+      head_layout(In::first_token, "classifier.dense", "classifier.out_proj", kernels::Act::gelu_erf, p, p);
   if (architecture_ends_with(cfg, "ForSequenceClassification") && root.has("classifier.out_proj.weight")) {
     read_labels(cfg, m->info);
-    m->head_dense = take_linear(root, "classifier.dense", d.hidden, d.hidden);
-    m->head_out = take_linear(root, "classifier.out_proj", m->info.num_labels, d.hidden);
+    m->head = take_head(root, m->sequence_head_layout, m->info.num_labels, d.hidden);
     m->info.head = "sequence_classification";
-  } else if (m->token_head && root.has("classifier.weight")) {
+  } else if (architecture_ends_with(cfg, "ForTokenClassification") && root.has("classifier.weight")) {
     read_labels(cfg, m->info);
-    m->head_out = take_linear(root, "classifier", m->info.num_labels, d.hidden);
+    m->head = take_head(root, head_layout(In::every_token, "", "classifier", kernels::Act::none, p, 0.0),
+                        m->info.num_labels, d.hidden);
     m->info.head = "token_classification";
   }
   w.finish();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 
+#include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
 
@@ -213,6 +214,7 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   auto model = it->second(cfg, store);
   recorder.finish(*model);
   model->info.model_type = type;
+  model->eval();  // inference until AutoModel::train(); the loaders' layers are already in eval mode
   model->for_each_layer([&](nn::TransformerEncoderLayer& layer) { layer.prepare_inference(dtype); });
   if (quantized && std::getenv("ENCORE_VERBOSE") && std::string(std::getenv("ENCORE_VERBOSE")) == "1")
     std::fprintf(stderr, "encore: '%s' is an int8 checkpoint: %s\n", model_dir.c_str(),
@@ -297,21 +299,25 @@ Tensor TokenEmbeddings::forward_train(Saved& sv, const Tensor& ids, const Tensor
   ops::add_forward_(x, ops::embedding_forward(position_ids, position, "position_ids"));
   if (token_type.defined()) ops::add_forward_(x, ops::embedding_forward(sv.token_type_ids, token_type, "token_type_ids"));
   sv.sum = x;
-  return ops::layernorm_forward(x, norm_weight, norm_bias, eps, &sv.mean, &sv.rstd);
+  sv.seed = nn::detail::next_seed();
+  return ops::dropout_forward(ops::layernorm_forward(x, norm_weight, norm_bias, eps, &sv.mean, &sv.rstd), dropout,
+                              true, sv.seed);
+}
+
+Tensor* grad_buffer(Tensor& g, const Tensor& p) {
+  if (!g.defined() || g.shape() != p.shape()) g = Tensor::zeros(p.shape());
+  return &g;
 }
 
 void TokenEmbeddings::backward(const Saved& sv, const Tensor& dout) {
-  auto grad = [](Tensor& g, const Tensor& p) -> Tensor* {
-    if (!g.defined() || g.shape() != p.shape()) g = Tensor::zeros(p.shape());
-    return &g;
-  };
-  // in the forward pass this was:  out = LayerNorm(word[ids] + position[pos] + token_type[types])
-  Tensor dsum;
-  ops::layernorm_backward(&dsum, grad(dnorm_weight, norm_weight), grad(dnorm_bias, norm_bias), dout.contiguous(),
+  // in the forward pass this was:  out = dropout(LayerNorm(word[ids] + position[pos] + token_type[types]))
+  Tensor dnorm, dsum;
+  ops::dropout_backward(&dnorm, dout.contiguous(), dropout, true, sv.seed);
+  ops::layernorm_backward(&dsum, grad_buffer(dnorm_weight, norm_weight), grad_buffer(dnorm_bias, norm_bias), dnorm,
                           sv.mean, sv.rstd, sv.sum, norm_weight);
-  ops::embedding_backward(grad(dword, word), dsum, sv.ids, padding_idx);
-  ops::embedding_backward(grad(dposition, position), dsum, sv.position_ids);
-  if (token_type.defined()) ops::embedding_backward(grad(dtoken_type, token_type), dsum, sv.token_type_ids);
+  ops::embedding_backward(grad_buffer(dword, word), dsum, sv.ids, padding_idx);
+  ops::embedding_backward(grad_buffer(dposition, position), dsum, sv.position_ids, position_padding_idx);
+  if (token_type.defined()) ops::embedding_backward(grad_buffer(dtoken_type, token_type), dsum, sv.token_type_ids);
 }
 
 void TokenEmbeddings::collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) {
@@ -330,10 +336,7 @@ void LinearWeights::collect_parameters(const std::string& name, std::vector<nn::
 void EncoderModel::set_dropout(double p) {
   // The layers' sites (torch.nn.TransformerEncoderLayer's: attention probabilities, attention output, FFN
   // hidden and FFN output); families with more sites override.
-  for_each_layer([p](nn::TransformerEncoderLayer& layer) {
-    layer.dropout = p;
-    layer.self_attn.dropout = p;
-  });
+  for_each_layer([p](nn::TransformerEncoderLayer& layer) { layer.set_dropout(nn::EncoderLayerDropout::torch(p)); });
 }
 
 void EncoderModel::materialize() {
@@ -424,6 +427,13 @@ bool architecture_ends_with(const HfConfig& cfg, const std::string& suffix) {
 
 Tensor LinearWeights::apply(const Tensor& x) const { return ops::linear_forward(x, weight, bias); }
 
+Tensor LinearWeights::backward(const Tensor& dout, const Tensor& x, const Tensor& pre, kernels::Act act) {
+  Tensor dx;
+  ops::linear_backward(&dx, grad_buffer(dweight, weight), bias.defined() ? grad_buffer(dbias, bias) : nullptr,
+                       dout.contiguous(), pre, x, weight, act);
+  return dx;
+}
+
 LinearWeights take_linear(Weights& w, const std::string& name, int64_t out, int64_t in) {
   LinearWeights l;
   l.weight = w.take(name + ".weight", {out, in});
@@ -488,6 +498,9 @@ void AutoModel::backward(const Tensor& d_last, const Tensor& d_pooler, const Ten
 }
 
 nn::Module& AutoModel::module() { return *impl_; }
+
+void AutoModel::set_gradient_checkpointing(bool enabled) { impl_->set_gradient_checkpointing(enabled); }
+bool AutoModel::gradient_checkpointing() const { return impl_->gradient_checkpointing; }
 
 void AutoModel::add_sequence_classifier(int64_t num_labels, uint64_t seed) {
   impl_->add_sequence_classifier(num_labels, seed);

@@ -13,6 +13,7 @@
 #include "encore/model.hpp"
 #include "encore/nn.hpp"
 #include "io/safetensors.hpp"
+#include "kernels/kernels.hpp"
 
 namespace encore::models {
 
@@ -98,6 +99,10 @@ class EncoderModel : public nn::Module {
   virtual int64_t max_sequence_length() const { return info.max_position_embeddings; }
   // One dropout probability for every site the training forward has (see AutoModel::set_dropout).
   virtual void set_dropout(double p);
+  // Training: keep only each layer's input and recompute its forward during backward (see
+  // nn::TransformerEncoder::set_gradient_checkpointing); gradients are bitwise the same.
+  void set_gradient_checkpointing(bool enabled) { gradient_checkpointing = enabled; }
+  bool gradient_checkpointing = false;
   // Every encoder layer the model runs (shared ALBERT layers once each).
   virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
   ModelInfo info;
@@ -164,10 +169,13 @@ struct TokenEmbeddings {
   Tensor word, position, token_type, norm_weight, norm_bias;  // (V, E), (P, E), (types, E) or undefined, (E)
   Tensor dword, dposition, dtoken_type, dnorm_weight, dnorm_bias;
   double eps = 1e-12;
-  int64_t padding_idx = -1;  // its row gets no gradient (torch's Embedding(padding_idx))
+  double dropout = 0.0;      // after the LayerNorm, training only (hidden_dropout_prob; DistilBERT's dropout)
+  int64_t padding_idx = -1;           // its word row gets no gradient (torch's Embedding(padding_idx))
+  int64_t position_padding_idx = -1;  // the same for the position table (RoBERTa, MPNet)
   // Saved by forward_train for backward.
   struct Saved {
     Tensor ids, position_ids, token_type_ids, sum, mean, rstd;
+    uint64_t seed = 0;
   };
   Tensor forward_train(Saved& saved, const Tensor& input_ids, const Tensor& position_ids,
                        const Tensor& token_type_ids) const;
@@ -199,12 +207,92 @@ std::vector<const nn::TransformerEncoderLayer*> pointers(const std::vector<nn::T
 Tensor first_token(const Tensor& x);
 bool architecture_ends_with(const HfConfig& cfg, const std::string& suffix);
 
-// Classification heads shared by several families.
+// The gradient buffer of parameter p: g itself, (re)allocated as zeros of p's shape when it is not one yet.
+Tensor* grad_buffer(Tensor& g, const Tensor& p);
+
+// A Linear layer's weights as Hugging Face stores them ((out, in) and (out)).
 struct LinearWeights {
   Tensor weight, bias, dweight, dbias;
   Tensor apply(const Tensor& x) const;  // x·weightᵀ + bias
+  // forward: out = act(pre), pre = x·weightᵀ + bias (pre unused when act is none). Returns dx; accumulates
+  // dweight, dbias.
+  Tensor backward(const Tensor& dout, const Tensor& x, const Tensor& pre = Tensor(),
+                  kernels::Act act = kernels::Act::none);
   void collect_parameters(const std::string& name, std::vector<nn::ParamRef>& out);  // name.weight, name.bias
 };
+
+// Sequence- or token-classification head: logits = out(dropout_hidden(act(dense(dropout_in(x))))), dense optional.
+//   BERT, ALBERT:            dropout -> classifier                                    (pooled output or every token)
+//   RoBERTa, ELECTRA, MPNet: dropout -> dense -> tanh|gelu -> dropout -> out_proj     (first token)
+//   DistilBERT:              pre_classifier -> relu -> dropout -> classifier           (first token)
+// Token-classification heads of every family: dropout -> classifier (every token).
+struct ClassificationHead {
+  enum class Input { pooled, first_token, every_token };
+  Input input = Input::pooled;
+  std::optional<LinearWeights> dense;
+  LinearWeights out;
+  kernels::Act act = kernels::Act::none;
+  double dropout_in = 0.0, dropout_hidden = 0.0;  // training only
+  bool input_dropout_site = true;                 // false: no dropout before the head (DistilBERT)
+  std::string dense_name, out_name;               // Hugging Face module names (without ".weight")
+  struct Saved {
+    Tensor x, dropped_x, pre, hidden;
+    uint64_t seed_in = 0, seed_hidden = 0;
+  };
+  // x: the pooled output (B, H), the first token (B, H) or every token (B, T, H). saved non-null = training.
+  Tensor forward(const Tensor& x, Saved* saved) const;
+  Tensor backward(const Saved& saved, const Tensor& dlogits);  // gradient of x; accumulates parameter gradients
+  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out);
+};
+
+// The shape every family shares: token embeddings (+ LayerNorm, dropout) -> optional projection to hidden_size ->
+// encoder layers in run order (shared ones repeated) with an optional attention bias -> optional tanh pooler over
+// the first token -> optional classification head. Training forward/backward and gradient checkpointing live here;
+// a family supplies its parameters' names, its layer order and, if any, its position ids and attention bias.
+class StackedEncoder : public EncoderModel {
+ public:
+  TokenEmbeddings embeddings;
+  std::optional<LinearWeights> project;  // ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in
+  std::optional<LinearWeights> pooler;
+  std::optional<ClassificationHead> head;
+  // What add_sequence_classifier builds (names, input, activation, dropout of the family's
+  // *ForSequenceClassification head); its weights are ignored.
+  ClassificationHead sequence_head_layout;
+
+  // A new head laid out as sequence_head_layout, initialised as transformers does: normal(0, 0.02) weights, zero
+  // biases (the output weights drawn first from mt19937_64(seed), then the dense ones).
+  void add_sequence_classifier(int64_t num_labels, uint64_t seed) override;
+  ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
+                      const ForwardOptions& options) const override;
+  void backward(const Tensor& d_last_hidden, const Tensor& d_pooler, const Tensor& d_logits) const override;
+  // p at every site the family's Hugging Face model has (layer_sites, the embeddings, the head's), 0 elsewhere.
+  void set_dropout(double p) override;
+  // Which layer sites exist (1) in the family (BERT's placement; DistilBERT has no attention-output dropout).
+  nn::EncoderLayerDropout layer_sites = nn::EncoderLayerDropout::hugging_face(1.0, 1.0);
+
+ protected:
+  virtual std::vector<const nn::TransformerEncoderLayer*> layer_order() const = 0;
+  virtual Tensor position_ids(const Tensor& input_ids) const;  // 0..T-1 (absolute)
+  // A float bias added to every layer's scores, (B*H, T, T), or undefined; and its gradient's consumer
+  // (Σ over layers of (B, H, T, T)).
+  virtual Tensor attention_bias(int64_t B, int64_t T) const { return Tensor(); }
+  virtual void attention_bias_backward(const Tensor& d_bias) const {}
+ public:
+  // Hugging Face dropout probabilities from config.json onto the embeddings and every layer (BERT's names:
+  // hidden_dropout_prob, attention_probs_dropout_prob).
+  void set_hf_dropout(double hidden, double attention_probs);
+
+ private:
+  struct Saved;
+};
+// A head's layout without weights (dense_name empty: no dense layer), e.g. RoBERTa's
+// head_layout(Input::first_token, "classifier.dense", "classifier.out_proj", tanh, p, p).
+ClassificationHead head_layout(ClassificationHead::Input input, const std::string& dense_name,
+                               const std::string& out_name, kernels::Act act, double dropout_in, double dropout_hidden);
+// The layout with its weights taken from the checkpoint.
+ClassificationHead take_head(Weights& w, const ClassificationHead& layout, int64_t num_labels, int64_t hidden);
+// classifier_dropout when set in config.json, else hidden_dropout_prob (BERT, RoBERTa, ELECTRA).
+double classifier_dropout(const HfConfig& cfg);
 LinearWeights take_linear(Weights& w, const std::string& name, int64_t out, int64_t in);
 // Fills info.head / num_labels / id2label from config.json.
 void read_labels(const HfConfig& cfg, ModelInfo& info);

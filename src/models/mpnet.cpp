@@ -1,7 +1,7 @@
 // MPNet: RoBERTa-style embeddings (positions from padding_idx + 1, no token types) and Post-LN layers named
 // encoder.layer.N.attention.{attn.{q,k,v,o}, LayerNorm}, intermediate.dense, output.{dense,LayerNorm}, with a
 // relative position bias shared by all layers: bias[h, i, j] = relative_attention_bias[bucket(j - i), h],
-// added to the scaled scores before the softmax.
+// added to the scaled scores before the softmax; its gradient sums the scores' gradients of every layer by bucket.
 #include <cmath>
 
 #include "models/model.hpp"
@@ -28,40 +28,32 @@ int64_t relative_position_bucket(int64_t rel, int64_t num_buckets, int64_t max_d
   return ret + std::min<int64_t>(large, num_buckets - 1);
 }
 
-class MPNet : public EncoderModel {
+class MPNet : public StackedEncoder {
  public:
-  TokenEmbeddings embeddings;
   std::vector<nn::TransformerEncoderLayer> layers;
-  Tensor relative_bias;  // (num_buckets, heads)
+  Tensor relative_bias, drelative_bias;  // (num_buckets, heads)
   int64_t num_buckets = 32;
-  std::optional<LinearWeights> pooler, head_dense, head_out;
-  bool token_head = false;
 
   int64_t max_sequence_length() const override { return info.max_position_embeddings - info.pad_token_id - 1; }
+  Tensor position_ids(const Tensor& ids) const override { return padding_offset_position_ids(ids, info.pad_token_id); }
 
   void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
     embeddings.collect_parameters(prefix + "embeddings.", out);
     for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "encoder.layer." + std::to_string(i) + ".", out);
     out.push_back({prefix + "encoder.relative_attention_bias.weight", &relative_bias, &drelative_bias});
     if (pooler) pooler->collect_parameters(prefix + "pooler.dense", out);
-    if (head_dense) head_dense->collect_parameters(prefix + "classifier.dense", out);
-    if (head_out) head_out->collect_parameters(prefix + (token_head ? "classifier" : "classifier.out_proj"), out);
+    if (head) head->collect_parameters(prefix, out);
   }
-  Tensor drelative_bias;
   void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
     for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "encoder.layer." + std::to_string(i));
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
     for (auto& l : layers) fn(l);
   }
+  std::vector<const nn::TransformerEncoderLayer*> layer_order() const override { return pointers(layers); }
 
-  ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
-                      const ForwardOptions& opt) const override {
-    auto [B, T] = check_inputs(ids, mask, types);
-    ENCORE_CHECK(T <= max_sequence_length(), "input length ", T, " exceeds the model's maximum ", max_sequence_length());
-    ModelOutput out;
-    Tensor x = embeddings.forward(ids, padding_offset_position_ids(ids, info.pad_token_id), Tensor());
-    // position bias (B*H, T, T): the same (H, T, T) block for every sequence
+  // bias (B*H, T, T): [b*H + h, i, j] = relative_bias[bucket(j - i), h], the same (H, T, T) block per sequence.
+  Tensor attention_bias(int64_t B, int64_t T) const override {
     const int64_t H = info.num_heads;
     Tensor bias = Tensor::empty({B * H, T, T});
     const float* rb = relative_bias.data<float>();
@@ -72,20 +64,20 @@ class MPNet : public EncoderModel {
         for (int64_t h = 0; h < H; ++h) pb[(h * T + i) * T + j] = rb[bucket * H + h];
       }
     for (int64_t b = 1; b < B; ++b) bias.slice(0, b * H, (b + 1) * H).copy_from(bias.slice(0, 0, H));
-    out.last_hidden_state = run_layers(pointers(layers), x, bias, key_padding_from_attention_mask(mask, B, T), opt, out);
-    if (pooler)
-      out.pooler_output = ops::linear_forward(first_token(out.last_hidden_state), pooler->weight, pooler->bias,
-                                              kernels::Act::tanh);
-    if (head_out && opt.compute_logits) {
-      if (token_head) {
-        out.logits = head_out->apply(out.last_hidden_state);
-      } else {
-        Tensor h = ops::linear_forward(first_token(out.last_hidden_state), head_dense->weight, head_dense->bias,
-                                       kernels::Act::tanh);
-        out.logits = head_out->apply(h);
+    return bias;
+  }
+  // drelative_bias[bucket(j - i), h] += Σ_b d[b, h, i, j] (d already summed over layers), in a fixed order.
+  void attention_bias_backward(const Tensor& d_in) const override {
+    const Tensor d = d_in.contiguous();
+    const int64_t B = d.size(0), H = d.size(1), T = d.size(2);
+    float* g = grad_buffer(const_cast<Tensor&>(drelative_bias), relative_bias)->data<float>();
+    const float* pd = d.data<float>();
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        const int64_t bucket = relative_position_bucket(j - i, num_buckets);
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t b = 0; b < B; ++b) g[bucket * H + h] += pd[((b * H + h) * T + i) * T + j];
       }
-    }
-    return out;
   }
 };
 
@@ -100,6 +92,7 @@ std::unique_ptr<EncoderModel> load_mpnet(const HfConfig& cfg, const io::WeightSt
   Weights root(store, "");
   Weights w = root.sub(detect_prefix(store, "mpnet.", "embeddings.word_embeddings.weight"));
   m->embeddings = TokenEmbeddings::load(w, cfg, d.hidden, false);
+  m->embeddings.padding_idx = m->embeddings.position_padding_idx = m->info.pad_token_id;
   for (int64_t i = 0; i < d.layers; ++i) {
     const std::string p = "encoder.layer." + std::to_string(i) + ".";
     PostLnNames n{p + "attention.attn.q", p + "attention.attn.k", p + "attention.attn.v", p + "attention.attn.o",
@@ -107,16 +100,20 @@ std::unique_ptr<EncoderModel> load_mpnet(const HfConfig& cfg, const io::WeightSt
     m->layers.push_back(load_post_ln_layer(w, n, d.hidden, d.heads, d.intermediate, d.activation, d.eps));
   }
   m->relative_bias = w.take("encoder.relative_attention_bias.weight", {m->num_buckets, d.heads}).contiguous();
+  const double hidden_p = cfg.get_double("hidden_dropout_prob", 0.1);
+  m->set_hf_dropout(hidden_p, cfg.get_double("attention_probs_dropout_prob", 0.1));
   if (w.has("pooler.dense.weight")) m->pooler = take_linear(w, "pooler.dense", d.hidden, d.hidden);
-  m->token_head = architecture_ends_with(cfg, "ForTokenClassification");
+  using In = ClassificationHead::Input;
+  m->sequence_head_layout =
+      head_layout(In::first_token, "classifier.dense", "classifier.out_proj", kernels::Act::tanh, hidden_p, hidden_p);
   if (architecture_ends_with(cfg, "ForSequenceClassification") && root.has("classifier.out_proj.weight")) {
     read_labels(cfg, m->info);
-    m->head_dense = take_linear(root, "classifier.dense", d.hidden, d.hidden);
-    m->head_out = take_linear(root, "classifier.out_proj", m->info.num_labels, d.hidden);
+    m->head = take_head(root, m->sequence_head_layout, m->info.num_labels, d.hidden);
     m->info.head = "sequence_classification";
-  } else if (m->token_head && root.has("classifier.weight")) {
+  } else if (architecture_ends_with(cfg, "ForTokenClassification") && root.has("classifier.weight")) {
     read_labels(cfg, m->info);
-    m->head_out = take_linear(root, "classifier", m->info.num_labels, d.hidden);
+    m->head = take_head(root, head_layout(In::every_token, "", "classifier", kernels::Act::none, hidden_p, 0.0),
+                        m->info.num_labels, d.hidden);
     m->info.head = "token_classification";
   }
   w.finish();

@@ -67,7 +67,7 @@ Tensor MultiheadAttention::backward(const Tensor& grad_output) const {
                                   batch_first);
 }
 
-Tensor MultiheadAttention::backward_batch_first(const Tensor& dout) const {
+Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_attn_mask) const {
   auto sv = pop_saved<MhaSaved>("MultiheadAttention");
   ENCORE_CHECK(sv->self_attention, "MultiheadAttention.backward: only self-attention (query is key is value) with "
                "the packed in-projection is supported so far");
@@ -82,7 +82,7 @@ Tensor MultiheadAttention::backward_batch_first(const Tensor& dout) const {
   // in the forward pass this was:  heads = attention(q, k, v) with q, k, v views of qkv = x·in_projᵀ + b
   Tensor dqkv = Tensor::empty({sv->x.size(0), sv->x.size(1), 3 * E});
   Tensor dq = dqkv.slice(2, 0, E), dk = dqkv.slice(2, E, 2 * E), dv = dqkv.slice(2, 2 * E, 3 * E);
-  ops::attention_backward(&dq, &dk, &dv, nullptr, dheads, sv->probs, sv->q, sv->k, sv->v, num_heads, dropout, true,
+  ops::attention_backward(&dq, &dk, &dv, d_attn_mask, dheads, sv->probs, sv->q, sv->k, sv->v, num_heads, dropout, true,
                           sv->seed);
   Tensor dx;
   Tensor& dw = grad_of(const_cast<Tensor&>(din_proj_weight), in_proj_weight);

@@ -21,7 +21,41 @@ bool is_gated(Activation a);
 Tensor feed_forward(const Module& owner, const Tensor& x, const Linear& linear1, const Linear& linear2,
                     Activation activation, double dropout, bool training);
 
-uint64_t next_seed();  // from the manual_seed generator
+uint64_t next_seed();  // from the manual_seed generator (or the innermost SeedScope on this thread)
+
+// While alive, next_seed() on this thread draws from a stream started at `seed` instead of the global generator,
+// so a block run twice under SeedScope(s) draws the same dropout masks both times (gradient checkpointing).
+class SeedScope {
+ public:
+  explicit SeedScope(uint64_t seed);
+  ~SeedScope();
+  SeedScope(const SeedScope&) = delete;
+  SeedScope& operator=(const SeedScope&) = delete;
+
+ private:
+  bool previous_active_;
+  uint64_t previous_state_;
+};
+
+// Training-mode run of encoder layers in order (one layer may appear several times: shared parameters). Layer i
+// runs under SeedScope(seeds[i]). Without checkpointing each layer saves what its backward needs; with it only
+// the layers' inputs are kept, and backward re-runs layer i's forward (same input, masks and seeds, so the same
+// bits) just before its backward, holding one layer's saved activations at a time.
+struct LayerStackSaved {
+  std::vector<const TransformerEncoderLayer*> layers;
+  std::vector<uint64_t> seeds;
+  std::vector<Tensor> inputs;  // checkpointing only
+  Tensor mask, key_padding_mask;
+  bool causal = false, checkpointing = false;
+};
+// after_layer(i, output, weights), when set, sees each layer's output (and (B, H, T, T) weights if want_weights).
+Tensor layer_stack_forward_train(LayerStackSaved& sv, const std::vector<const TransformerEncoderLayer*>& layers,
+                                 Tensor x, const Tensor& mask, const Tensor& key_padding_mask, bool causal,
+                                 bool checkpointing, bool want_weights,
+                                 const std::function<void(size_t, const Tensor&, const Tensor&)>& after_layer);
+// d (B, T, E) -> gradient of the stack's input. d_mask, when non-null, receives Σ over layers of the gradient of
+// the float mask (B, H, T, T) (see TransformerEncoderLayer::backward_batch_first).
+Tensor layer_stack_backward(const LayerStackSaved& sv, Tensor d, Tensor* d_mask);
 
 void observe(const std::string& name, const Tensor& value);
 bool observing();

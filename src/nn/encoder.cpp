@@ -9,11 +9,11 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model_, int64_t nhead
     : self_attn(d_model_, nhead, dropout_, bias, false, false, std::nullopt, std::nullopt, true),
       d_model(d_model_),
       dim_feedforward(dim_feedforward_),
-      dropout(dropout_),
       activation(parse_activation(activation_)),
       batch_first(batch_first_),
       norm_first(norm_first_) {
   ENCORE_CHECK(dim_feedforward > 0, "TransformerEncoderLayer: dim_feedforward must be positive, got ", dim_feedforward);
+  set_dropout(EncoderLayerDropout::torch(dropout_));
   linear1 = Linear(d_model, detail::is_gated(activation) ? 2 * dim_feedforward : dim_feedforward, bias);
   linear2 = Linear(dim_feedforward, d_model, bias);
   norm1 = LayerNorm(d_model, layer_norm_eps, true, bias);
@@ -32,7 +32,7 @@ TransformerEncoderLayer& TransformerEncoderLayer::operator=(const TransformerEnc
   norm2 = other.norm2;
   d_model = other.d_model;
   dim_feedforward = other.dim_feedforward;
-  dropout = other.dropout;
+  dropout_sites_ = other.dropout_sites_;
   activation = other.activation;
   batch_first = other.batch_first;
   norm_first = other.norm_first;
@@ -81,11 +81,12 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tenso
     AttentionResult r = self_attn.forward_batch_first(h, h, h, src_key_padding_mask, attn_weights != nullptr,
                                                       src_mask, false, is_causal);
     if (attn_weights) *attn_weights = r.weights;
-    return ops::dropout_forward(r.output, dropout, training_, detail::next_seed());
+    return ops::dropout_forward(r.output, dropout_sites_.attention_output, training_, detail::next_seed());
   };
   auto ff_block = [&](const Tensor& h) {
-    return ops::dropout_forward(detail::feed_forward(*this, h, linear1, linear2, activation, dropout, training_),
-                                dropout, training_, detail::next_seed());
+    return ops::dropout_forward(
+        detail::feed_forward(*this, h, linear1, linear2, activation, dropout_sites_.ffn_hidden, training_),
+        dropout_sites_.ffn_output, training_, detail::next_seed());
   };
   Tensor out;
   if (norm_first) {
@@ -140,6 +141,10 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
   Tensor x = unbatched ? src.unsqueeze(0) : detail::to_batch_first(src, batch_first, "src");
   Tensor kpm = unbatched && src_key_padding_mask.defined() ? src_key_padding_mask.unsqueeze(0) : src_key_padding_mask;
   const bool causal = is_causal.value_or(false);
+  if (training_) {
+    Tensor out = forward_train(x, mask, kpm, causal, trace);
+    return unbatched ? out.select(0, 0).contiguous() : detail::from_batch_first(out, batch_first);
+  }
   if (trace && trace->want_hidden_states) trace->hidden_states.push_back(x);
   for (int64_t i = 0; i < num_layers; ++i) {
     const TransformerEncoderLayer& layer = layers[share_parameters ? 0 : i];

@@ -22,7 +22,7 @@ Tensor TransformerEncoderLayer::forward_train(const Tensor& x, const Tensor& src
     AttentionResult r = self_attn.forward_batch_first(h, h, h, kpm, attn_weights != nullptr, src_mask, false, is_causal);
     if (attn_weights) *attn_weights = r.weights;
     sv->seed_attn = detail::next_seed();
-    return ops::dropout_forward(r.output, dropout, true, sv->seed_attn);
+    return ops::dropout_forward(r.output, dropout_sites_.attention_output, true, sv->seed_attn);
   };
   auto ff_block = [&](const Tensor& h) {
     sv->ffn_in = h;
@@ -34,10 +34,10 @@ Tensor TransformerEncoderLayer::forward_train(const Tensor& x, const Tensor& src
       hidden = ops::linear_forward_train(&sv->ffn_pre, h, linear1.weight, linear1.bias, act);
     }
     sv->seed_hidden = detail::next_seed();
-    sv->hidden = ops::dropout_forward(hidden, dropout, true, sv->seed_hidden);
+    sv->hidden = ops::dropout_forward(hidden, dropout_sites_.ffn_hidden, true, sv->seed_hidden);
     sv->seed_ffn = detail::next_seed();
-    return ops::dropout_forward(ops::linear_forward(sv->hidden, linear2.weight, linear2.bias), dropout, true,
-                                sv->seed_ffn);
+    return ops::dropout_forward(ops::linear_forward(sv->hidden, linear2.weight, linear2.bias),
+                                dropout_sites_.ffn_output, true, sv->seed_ffn);
   };
   Tensor out;
   if (norm_first) {
@@ -66,7 +66,14 @@ Tensor TransformerEncoderLayer::backward(const Tensor& grad_output) const {
                                   batch_first);
 }
 
-Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in) const {
+void TransformerEncoderLayer::set_dropout(const EncoderLayerDropout& d) {
+  for (double p : {d.attention_probs, d.attention_output, d.ffn_hidden, d.ffn_output})
+    ENCORE_CHECK(p >= 0.0 && p <= 1.0, "TransformerEncoderLayer: dropout probabilities must be in [0, 1], got ", p);
+  dropout_sites_ = d;
+  self_attn.dropout = d.attention_probs;
+}
+
+Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in, Tensor* d_src_mask) const {
   auto sv = pop_saved<EncoderLayerSaved>("TransformerEncoderLayer");
   check_shape(dout_in, "grad_output", {-1, -1, d_model});
   const Tensor dout = dout_in.contiguous();
@@ -75,12 +82,12 @@ Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in) cons
   auto ff_backward = [&](const Tensor& dff) {
     // in the forward pass this was:  out = dropout(hidden·W2ᵀ + b2)
     Tensor dlin2, dhidden, dpre, din;
-    ops::dropout_backward(&dlin2, dff, dropout, true, sv->seed_ffn);
+    ops::dropout_backward(&dlin2, dff, dropout_sites_.ffn_output, true, sv->seed_ffn);
     ops::linear_backward(&dhidden, &grad_of(const_cast<Tensor&>(linear2.dweight), linear2.weight),
                          linear2.bias.defined() ? &grad_of(const_cast<Tensor&>(linear2.dbias), linear2.bias) : nullptr,
                          dlin2, Tensor(), sv->hidden, linear2.weight);
     // in the forward pass this was:  hidden = dropout(act(ffn_in·W1ᵀ + b1))  (gated: act(a)·b)
-    ops::dropout_backward(&dhidden, dhidden, dropout, true, sv->seed_hidden);
+    ops::dropout_backward(&dhidden, dhidden, dropout_sites_.ffn_hidden, true, sv->seed_hidden);
     Tensor* dw1 = &grad_of(const_cast<Tensor&>(linear1.dweight), linear1.weight);
     Tensor* db1 = linear1.bias.defined() ? &grad_of(const_cast<Tensor&>(linear1.dbias), linear1.bias) : nullptr;
     if (detail::is_gated(activation)) {
@@ -94,8 +101,8 @@ Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in) cons
   auto sa_backward = [&](const Tensor& dsa) {
     // in the forward pass this was:  a = dropout(self_attn(h))
     Tensor da;
-    ops::dropout_backward(&da, dsa, dropout, true, sv->seed_attn);
-    return self_attn.backward_batch_first(da);
+    ops::dropout_backward(&da, dsa, dropout_sites_.attention_output, true, sv->seed_attn);
+    return self_attn.backward_batch_first(da, d_src_mask);
   };
   if (norm_first) {
     // forward: h = x + sa(norm1(x)) ; out = h + ff(norm2(h))
@@ -115,6 +122,66 @@ Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in) cons
   return dx;
 }
 
+namespace detail {
+
+Tensor layer_stack_forward_train(LayerStackSaved& sv, const std::vector<const TransformerEncoderLayer*>& layers,
+                                 Tensor x, const Tensor& mask, const Tensor& kpm, bool causal, bool checkpointing,
+                                 bool want_weights,
+                                 const std::function<void(size_t, const Tensor&, const Tensor&)>& after_layer) {
+  sv.layers = layers;
+  sv.mask = mask;
+  sv.key_padding_mask = kpm;
+  sv.causal = causal;
+  sv.checkpointing = checkpointing;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    sv.seeds.push_back(next_seed());
+    SeedScope seeds(sv.seeds.back());
+    if (checkpointing) sv.inputs.push_back(x);
+    Tensor weights;
+    x = layers[i]->forward_batch_first(x, mask, kpm, causal, want_weights ? &weights : nullptr);
+    if (checkpointing) layers[i]->clear_saved();  // recomputed in backward
+    if (after_layer) after_layer(i, x, weights);
+  }
+  return x;
+}
+
+Tensor layer_stack_backward(const LayerStackSaved& sv, Tensor d, Tensor* d_mask) {
+  for (size_t i = sv.layers.size(); i-- > 0;) {
+    const TransformerEncoderLayer& layer = *sv.layers[i];
+    if (sv.checkpointing) {  // the forward again, saving this time: same input, masks and seeds
+      SeedScope seeds(sv.seeds[i]);
+      layer.forward_batch_first(sv.inputs[i], sv.mask, sv.key_padding_mask, sv.causal, nullptr);
+    }
+    Tensor dm;
+    d = layer.backward_batch_first(d, d_mask ? &dm : nullptr);
+    if (!d_mask) continue;
+    if (d_mask->defined()) {
+      ops::add_forward_(*d_mask, dm);
+    } else {
+      *d_mask = dm;
+    }
+  }
+  return d;
+}
+
+}  // namespace detail
+
+Tensor TransformerEncoder::forward_train(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool causal,
+                                         EncoderTrace* trace) const {
+  auto sv = std::make_shared<detail::LayerStackSaved>();
+  std::vector<const TransformerEncoderLayer*> run;
+  for (int64_t i = 0; i < num_layers; ++i) run.push_back(&layers[share_parameters ? 0 : i]);
+  if (trace && trace->want_hidden_states) trace->hidden_states.push_back(x);
+  Tensor out = detail::layer_stack_forward_train(
+      *sv, run, x, mask, kpm, causal, gradient_checkpointing, trace && trace->want_attentions,
+      [&](size_t, const Tensor& h, const Tensor& w) {
+        if (trace && trace->want_hidden_states) trace->hidden_states.push_back(h);
+        if (trace && trace->want_attentions) trace->attentions.push_back(w);
+      });
+  push_saved(sv);
+  return norm ? norm->apply(out) : out;
+}
+
 Tensor TransformerEncoder::backward(const Tensor& grad_output) const {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "TransformerEncoder.backward: grad_output must be 2-D or 3-D");
@@ -122,7 +189,7 @@ Tensor TransformerEncoder::backward(const Tensor& grad_output) const {
   Tensor d = unbatched ? grad_output.unsqueeze(0) : detail::to_batch_first(grad_output, batch_first, "grad_output");
   if (norm) d = norm->backward(d);
   // Layers ran 0..n-1 (layer 0 every time when shared): undo them in reverse.
-  for (int64_t i = num_layers - 1; i >= 0; --i) d = layers[share_parameters ? 0 : i].backward_batch_first(d);
+  d = detail::layer_stack_backward(*pop_saved<detail::LayerStackSaved>("TransformerEncoder"), d, nullptr);
   if (unbatched) return d.select(0, 0).contiguous();
   return detail::from_batch_first(d, batch_first);
 }

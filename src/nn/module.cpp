@@ -13,6 +13,8 @@ namespace {
 thread_local Observer t_observer;
 thread_local bool t_no_init = false;
 std::atomic<uint64_t> g_seed_state{0x5eed};
+thread_local bool t_seed_scoped = false;
+thread_local uint64_t t_seed_state = 0;
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -36,8 +38,17 @@ void manual_seed(uint64_t seed) { g_seed_state.store(seed); }
 
 namespace detail {
 uint64_t next_seed() {
+  if (t_seed_scoped) return splitmix64(t_seed_state);
   uint64_t s = g_seed_state.fetch_add(0x9E3779B97F4A7C15ull);
   return splitmix64(s);
+}
+SeedScope::SeedScope(uint64_t seed) : previous_active_(t_seed_scoped), previous_state_(t_seed_state) {
+  t_seed_scoped = true;
+  t_seed_state = seed;
+}
+SeedScope::~SeedScope() {
+  t_seed_scoped = previous_active_;
+  t_seed_state = previous_state_;
 }
 void observe(const std::string& name, const Tensor& value) {
   if (t_observer) t_observer(name, value);

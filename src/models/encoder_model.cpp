@@ -1,0 +1,222 @@
+// StackedEncoder: the forward every family shares (inference and training) and its backward, with Hugging Face's
+// dropout placement and gradient checkpointing; ClassificationHead, the heads of the *ForSequenceClassification and
+// *ForTokenClassification models.
+#include <random>
+
+#include "models/model.hpp"
+#include "nn/common.hpp"
+#include "ops/backward.hpp"
+#include "ops/ops.hpp"
+
+namespace encore::models {
+
+// ---------------- ClassificationHead ----------------
+
+Tensor ClassificationHead::forward(const Tensor& x, Saved* sv) const {
+  if (!sv) {  // inference: no dropout, activation fused into the dense GEMM
+    Tensor h = dense ? ops::linear_forward(x, dense->weight, dense->bias, act) : x;
+    return out.apply(h);
+  }
+  sv->x = x;
+  sv->seed_in = nn::detail::next_seed();
+  sv->dropped_x = ops::dropout_forward(x, dropout_in, true, sv->seed_in);
+  Tensor h = sv->dropped_x;
+  if (dense) h = ops::linear_forward_train(&sv->pre, h, dense->weight, dense->bias, act);
+  sv->seed_hidden = nn::detail::next_seed();
+  sv->hidden = ops::dropout_forward(h, dropout_hidden, true, sv->seed_hidden);
+  return out.apply(sv->hidden);
+}
+
+Tensor ClassificationHead::backward(const Saved& sv, const Tensor& dlogits) {
+  // in the forward pass this was:  logits = dropout_hidden(act(dense(dropout_in(x))))·Wᵀ + b
+  Tensor dh = out.backward(dlogits, sv.hidden);
+  ops::dropout_backward(&dh, dh, dropout_hidden, true, sv.seed_hidden);
+  if (dense) dh = dense->backward(dh, sv.dropped_x, sv.pre, act);
+  Tensor dx;
+  ops::dropout_backward(&dx, dh, dropout_in, true, sv.seed_in);
+  return dx;
+}
+
+void ClassificationHead::collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& params) {
+  if (dense) dense->collect_parameters(prefix + dense_name, params);
+  out.collect_parameters(prefix + out_name, params);
+}
+
+ClassificationHead head_layout(ClassificationHead::Input input, const std::string& dense_name,
+                               const std::string& out_name, kernels::Act act, double dropout_in, double dropout_hidden) {
+  ClassificationHead h;
+  h.input = input;
+  h.act = act;
+  h.dropout_in = dropout_in;
+  h.dropout_hidden = dropout_hidden;
+  h.dense_name = dense_name;
+  h.out_name = out_name;
+  if (!dense_name.empty()) h.dense = LinearWeights();
+  return h;
+}
+
+ClassificationHead take_head(Weights& w, const ClassificationHead& layout, int64_t num_labels, int64_t hidden) {
+  ClassificationHead h = layout;
+  if (h.dense) h.dense = take_linear(w, h.dense_name, hidden, hidden);
+  h.out = take_linear(w, h.out_name, num_labels, hidden);
+  return h;
+}
+
+double classifier_dropout(const HfConfig& cfg) {
+  return cfg.has("classifier_dropout") ? cfg.get_double("classifier_dropout") : cfg.get_double("hidden_dropout_prob", 0.1);
+}
+
+// ---------------- StackedEncoder ----------------
+
+struct StackedEncoder::Saved {
+  TokenEmbeddings::Saved embeddings;
+  Tensor project_in;
+  nn::detail::LayerStackSaved layers;
+  Tensor pooler_in, pooler_pre;
+  ClassificationHead::Saved head;
+  bool logits = false;
+  int64_t B = 0, T = 0;
+};
+
+Tensor StackedEncoder::position_ids(const Tensor& ids) const { return absolute_position_ids(ids.size(0), ids.size(1)); }
+
+void StackedEncoder::set_hf_dropout(double hidden, double attention_probs) {
+  embeddings.dropout = hidden;
+  for_each_layer([&](nn::TransformerEncoderLayer& l) {
+    l.set_dropout(nn::EncoderLayerDropout::hugging_face(attention_probs, hidden));
+  });
+}
+
+void StackedEncoder::add_sequence_classifier(int64_t num_labels, uint64_t seed) {
+  ENCORE_CHECK(num_labels > 0, "add_sequence_classifier: num_labels must be positive");
+  ClassificationHead c = sequence_head_layout;
+  ENCORE_CHECK(!c.out_name.empty(), "add_sequence_classifier: no sequence-classification head is known for model_type '",
+               info.model_type, "'");
+  ENCORE_CHECK(c.input != ClassificationHead::Input::pooled || pooler, "add_sequence_classifier: ", info.model_type,
+               "'s sequence classifier reads the pooler, which this checkpoint does not have");
+  const int64_t H = info.hidden_size;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.02f);
+  auto init = [&](LinearWeights& l, int64_t out) {
+    l.weight = Tensor::empty({out, H});
+    l.bias = Tensor::zeros({out});
+    l.dweight = l.dbias = Tensor();
+    for (int64_t i = 0; i < out * H; ++i) l.weight.data<float>()[i] = normal(rng);
+  };
+  init(c.out, num_labels);
+  if (c.dense) init(*c.dense, H);
+  head = c;
+  info.head = "sequence_classification";
+  info.num_labels = num_labels;
+}
+
+void StackedEncoder::set_dropout(double p) {
+  embeddings.dropout = p;
+  const nn::EncoderLayerDropout& m = layer_sites;
+  for_each_layer([&](nn::TransformerEncoderLayer& l) {
+    l.set_dropout({p * m.attention_probs, p * m.attention_output, p * m.ffn_hidden, p * m.ffn_output});
+  });
+  for (ClassificationHead* h : {head ? &*head : nullptr, &sequence_head_layout}) {
+    if (!h) continue;
+    h->dropout_in = h->input_dropout_site ? p : 0.0;
+    h->dropout_hidden = h->dense ? p : 0.0;
+  }
+}
+
+ModelOutput StackedEncoder::forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
+                                    const ForwardOptions& opt) const {
+  auto [B, T] = check_inputs(ids, mask, types);
+  if (max_sequence_length() == info.max_position_embeddings) {
+    ENCORE_CHECK(T <= info.max_position_embeddings, "input length ", T, " exceeds max_position_embeddings ",
+                 info.max_position_embeddings);
+  } else {
+    ENCORE_CHECK(T <= max_sequence_length(), "input length ", T, " exceeds the model's maximum ", max_sequence_length(),
+                 " (max_position_embeddings - padding_idx - 1)");
+  }
+  if (training_) clear_saved();
+  auto sv = training_ ? std::make_shared<Saved>() : nullptr;
+  ModelOutput out;
+  const Tensor positions = position_ids(ids);
+  Tensor x = sv ? embeddings.forward_train(sv->embeddings, ids, positions, types) : embeddings.forward(ids, positions, types);
+  if (project) {
+    if (sv) sv->project_in = x;
+    x = project->apply(x);
+  }
+  const Tensor bias = attention_bias(B, T);
+  const Tensor kpm = key_padding_from_attention_mask(mask, B, T);
+  if (sv) {
+    if (opt.output_hidden_states) out.hidden_states.push_back(x);
+    out.last_hidden_state = nn::detail::layer_stack_forward_train(
+        sv->layers, layer_order(), x, bias, kpm, false, gradient_checkpointing, opt.output_attentions,
+        [&](size_t, const Tensor& h, const Tensor& w) {
+          if (opt.output_hidden_states) out.hidden_states.push_back(h);
+          if (opt.output_attentions) out.attentions.push_back(w);
+        });
+  } else {
+    out.last_hidden_state = run_layers(layer_order(), x, bias, kpm, opt, out);
+  }
+  if (pooler) {
+    Tensor first = first_token(out.last_hidden_state);
+    if (sv) {
+      sv->pooler_in = first;
+      out.pooler_output = ops::linear_forward_train(&sv->pooler_pre, first, pooler->weight, pooler->bias,
+                                                    kernels::Act::tanh);
+    } else {
+      out.pooler_output = ops::linear_forward(first, pooler->weight, pooler->bias, kernels::Act::tanh);
+    }
+  }
+  if (head && opt.compute_logits) {
+    using In = ClassificationHead::Input;
+    const Tensor in = head->input == In::pooled        ? out.pooler_output
+                      : head->input == In::first_token ? first_token(out.last_hidden_state)
+                                                       : out.last_hidden_state;
+    ENCORE_CHECK(in.defined(), "the classification head reads the pooler, which this model does not have");
+    out.logits = head->forward(in, sv ? &sv->head : nullptr);
+    if (sv) sv->logits = true;
+  }
+  if (sv) {
+    sv->B = B;
+    sv->T = T;
+    push_saved(sv);
+  }
+  return out;
+}
+
+void StackedEncoder::backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) const {
+  auto sv = pop_saved<Saved>(info.model_type.empty() ? "model" : info.model_type.c_str());
+  auto* self = const_cast<StackedEncoder*>(this);  // gradients accumulate into the model's own buffers
+  const int64_t H = info.hidden_size;
+  Tensor dlast = d_last.defined() ? d_last.contiguous().clone() : Tensor::zeros({sv->B, sv->T, H});
+  check_shape(dlast, "d_last_hidden_state", {sv->B, sv->T, H});
+  Tensor dpool = d_pooler.defined() ? d_pooler.contiguous().clone() : Tensor();
+  auto add_to_first_token = [&](const Tensor& d) {  // dlast[:, 0] += d
+    Tensor first = dlast.select(1, 0);
+    first.copy_from(ops::add_forward(first.contiguous(), d));
+  };
+  if (d_logits.defined()) {
+    ENCORE_CHECK(head && sv->logits, "backward: d_logits given but no logits were computed");
+    Tensor din = self->head->backward(sv->head, d_logits);
+    using In = ClassificationHead::Input;
+    if (head->input == In::every_token) {
+      ops::add_forward_(dlast, din);
+    } else if (head->input == In::first_token) {
+      add_to_first_token(din);
+    } else if (dpool.defined()) {
+      ops::add_forward_(dpool, din);
+    } else {
+      dpool = din;
+    }
+  }
+  if (dpool.defined()) {
+    ENCORE_CHECK(pooler, "backward: d_pooler given but the model has no pooler");
+    // in the forward pass this was:  pooler_output = tanh(last_hidden[:, 0]·Wᵀ + b)
+    add_to_first_token(self->pooler->backward(dpool, sv->pooler_in, sv->pooler_pre, kernels::Act::tanh));
+  }
+  Tensor dbias;
+  Tensor d = nn::detail::layer_stack_backward(sv->layers, dlast, sv->layers.mask.defined() ? &dbias : nullptr);
+  if (dbias.defined()) attention_bias_backward(dbias);
+  if (project) d = self->project->backward(d, sv->project_in);
+  self->embeddings.backward(sv->embeddings, d);
+}
+
+}  // namespace encore::models
