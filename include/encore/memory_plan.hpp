@@ -36,4 +36,17 @@ struct EncoderMemoryPlan {
 
 EncoderMemoryPlan plan_encoder_memory(const EncoderShape& shape);
 
+// Memory of one training step of a TransformerEncoder (fp32, AdamW) from the second step on, when gradients and
+// optimizer state exist: zero_grad, forward (the output released once its gradient exists), backward, step.
+// Derived from what each layer's training forward saves and what its backward allocates (memory_plan.cpp).
+struct TrainingMemoryPlan {
+  int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;  // AdamW: exp_avg + exp_avg_sq
+  int64_t io_bytes = 0;               // the input and the output's gradient, held by the caller
+  int64_t saved_per_layer_bytes = 0;  // what one layer's forward keeps for its backward
+  int64_t saved_bytes = 0;            // live after forward: every layer's saves, or with checkpointing the inputs
+  int64_t backward_bytes = 0;         // working set of one layer's backward on top of saved_bytes
+  int64_t predicted_peak_bytes = 0;
+};
+TrainingMemoryPlan plan_training_memory(const EncoderShape& shape, bool gradient_checkpointing);
+
 }  // namespace encore

@@ -51,3 +51,35 @@ EncoderMemoryPlan plan_encoder_memory(const EncoderShape& s) {
 }
 
 }  // namespace encore
+
+namespace encore {
+
+TrainingMemoryPlan plan_training_memory(const EncoderShape& s, bool checkpointing) {
+  const EncoderMemoryPlan inf = plan_encoder_memory(s);  // validates the shape
+  const bool gated = s.activation == "swiglu" || s.activation == "geglu";
+  const int64_t E = s.d_model, F = s.d_ff, N = s.batch * s.seq, T = s.seq, H = s.heads, f = 4;
+  const int64_t NE = N * E * f, NF = N * F * f, probs = s.batch * H * T * T * f, stats = 2 * N * f;
+  TrainingMemoryPlan p;
+  p.parameter_bytes = inf.parameter_bytes;
+  p.gradient_bytes = inf.parameter_bytes;
+  p.optimizer_bytes = 2 * inf.parameter_bytes;
+  p.io_bytes = 2 * NE;
+  // One layer's training forward keeps (encoder_train.cpp, attention.cpp): packed QKV, all heads' probabilities,
+  // the heads' output, three (B, T, E) tensors around the LayerNorms (post-LN: the two residual sums each norm
+  // normalised and norm1's output, the FFN input; pre-LN: both normalised inputs and the attention residual), two
+  // LayerNorms' mean and rstd, the FFN pre-activation (2F wide when gated) and its activation, and the layer's
+  // output (the next layer's input).
+  p.saved_per_layer_bytes = 3 * NE + probs + NE + 3 * NE + 2 * stats + (gated ? 3 : 2) * NF + NE;
+  const int64_t final_norm = s.final_norm ? stats : -NE;  // the last output: kept by the final norm, else released
+  p.saved_bytes = checkpointing ? (s.layers - 1) * NE + (s.final_norm ? NE + stats : 0)
+                                : s.layers * p.saved_per_layer_bytes + final_norm;
+  // Peak of one layer's backward, found in linear1's backward: the gradients of the FFN activation (F wide) and of
+  // its pre-activation (2F when gated) and of the FFN input, over what the layer saved (pre-LN also holds the
+  // residual's gradient copy). With checkpointing the layer's recomputed activations come on top of the inputs.
+  p.backward_bytes = (gated ? 3 : 2) * NF + (s.norm_first ? 2 : 1) * NE + (checkpointing ? p.saved_per_layer_bytes : 0);
+  p.predicted_peak_bytes = p.parameter_bytes + p.gradient_bytes + p.optimizer_bytes + p.io_bytes + p.saved_bytes +
+                           p.backward_bytes;
+  return p;
+}
+
+}  // namespace encore
