@@ -54,6 +54,8 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--no-shuffle", no_shuffle, "keep the data order");
   cmd->add_option("--grad-accum", c.grad_accum, "micro-batches of --batch-size per optimizer step (the step's loss "
                   "and gradient are the mean over all their examples)")->capture_default_str();
+  cmd->add_flag("--gradient-checkpointing", c.gradient_checkpointing,
+                "recompute each layer's forward during backward instead of keeping its activations (less memory)");
   cmd->add_option("--dropout", c.dropout, "dropout probability at every dropout site of the training forward "
                   "(default: the model's own, from its config.json where the family reads it)")
       ->check(CLI::Range(0.0, 1.0));

@@ -43,7 +43,8 @@ void bind_train(py::module_& m) {
          int64_t steps, int64_t epochs, int64_t batch_size, double lr, double weight_decay, int64_t warmup_steps,
          const std::string& schedule, double max_grad_norm, int64_t max_length, uint64_t seed, bool shuffle,
          const std::string& log, const std::string& output, int64_t save_every, const std::string& resume,
-         double dropout, const std::string& plot, int64_t grad_accum, const std::string& task) {
+         double dropout, const std::string& plot, int64_t grad_accum, const std::string& task,
+         bool gradient_checkpointing) {
         if (task != "classification" && task != "embedding")
           throw encore::Error("train: task must be 'classification' or 'embedding', got '" + task + "'");
         encore::train::TrainConfig c;
@@ -69,6 +70,7 @@ void bind_train(py::module_& m) {
         c.dropout = dropout;
         c.plot_png = plot;
         c.grad_accum = grad_accum;
+        c.gradient_checkpointing = gradient_checkpointing;
         encore::train::TrainReport r;
         {
           py::gil_scoped_release nogil;
@@ -92,6 +94,7 @@ void bind_train(py::module_& m) {
       py::arg("max_grad_norm") = 1.0, py::arg("max_length") = 128, py::arg("seed") = 42, py::arg("shuffle") = true,
       py::arg("log") = "", py::arg("output") = "", py::arg("save_every") = 0, py::arg("resume") = "",
       py::arg("dropout") = -1.0, py::arg("plot") = "", py::arg("grad_accum") = 1, py::arg("task") = "classification",
+      py::arg("gradient_checkpointing") = false,
       "the engine of `encore train`: task 'classification' fine-tunes for sequence classification (text[, text_pair], "
       "label), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss (eval_accuracy "
       "is then held-out retrieval accuracy, eval_before the same before training); returns a report");

@@ -45,6 +45,9 @@ struct TrainConfig {
   // Dropout at every site of the training forward (AutoModel::set_dropout); < 0: the model's own (its
   // config.json values where the family reads them). Masks are seeded from (seed, step): a resumed run repeats them.
   double dropout = -1;
+  // Keep only each encoder layer's input and recompute its forward during backward (AutoModel::
+  // set_gradient_checkpointing): less activation memory, about one more forward of compute, the same bits.
+  bool gradient_checkpointing = false;
   // step,loss,lr,grad_norm,eval_accuracy per optimizer step (step counts from 1). On resume, rows past the
   // checkpoint's step are dropped and the run appends.
   std::string log_csv;

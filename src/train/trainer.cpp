@@ -220,6 +220,7 @@ TrainReport fine_tune_classifier(const TrainConfig& cfg, const std::function<voi
   const std::string data_fingerprint = fingerprint(train_set);
 
   if (cfg.dropout >= 0) model.set_dropout(cfg.dropout);
+  model.set_gradient_checkpointing(cfg.gradient_checkpointing);
   model.train();
   nn::Module& params = model.module();
   AdamW opt(params, {cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay});

@@ -436,3 +436,40 @@ def test_new_sequence_classifier_is_the_family_head(family, tmp_path):
     with torch.no_grad():
         want = task(**kw).logits.numpy()
     assert rel(model(ids, mask, types, return_dict=True)["logits"], want) <= 1e-5
+
+
+def test_encore_train_gradient_checkpointing_is_bitwise(tmp_path):
+    """`encore train --gradient-checkpointing` (and train(gradient_checkpointing=True)) logs exactly the losses and
+    gradient norms of the run without it, with dropout on (0.1 at every Hugging Face site)."""
+    import csv
+    import json
+    import os
+    import pathlib
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[2]
+    binary = pathlib.Path(os.environ.get("ENCORE_BIN", root / "build" / "encore"))
+    model_dir = tmp_path / "model"
+    ref, _, _ = build("roberta", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    ref.save_pretrained(model_dir, safe_serialization=True)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    words = ["good", "bad", "film", "plot", "the", "was", "very"]
+    tok = Tokenizer(models.WordLevel({w: i + 5 for i, w in enumerate(words)} | {"<unk>": 3}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(model_dir / "tokenizer.json"))
+    rng = np.random.default_rng(0)
+    with open(tmp_path / "data.jsonl", "w") as f:
+        for _ in range(40):
+            lab = int(rng.integers(0, LABELS))
+            f.write(json.dumps({"text": f"the film was very {words[lab]}", "label": lab}) + "\n")
+    logs = []
+    for flag in ([], ["--gradient-checkpointing"]):
+        log = tmp_path / f"log{len(logs)}.csv"
+        res = subprocess.run([str(binary), "train", "--model", model_dir, "--data", tmp_path / "data.jsonl", "--steps",
+                              "4", "--batch-size", "8", "--lr", "1e-3", "--threads", "1", "-q", "--log", log, *flag],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        logs.append([(r["loss"], r["grad_norm"]) for r in csv.DictReader(open(log))])
+    assert len(logs[0]) == 4 and logs[0] == logs[1]
+    py = [encore.train_classifier(str(model_dir), str(tmp_path / "data.jsonl"), steps=4, batch_size=8, lr=1e-3,
+                                  gradient_checkpointing=c)["losses"] for c in (False, True)]
+    assert py[0] == py[1]
