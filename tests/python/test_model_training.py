@@ -129,11 +129,15 @@ def batch(rng, family, B=5):
     return ids, mask, types, rng.integers(0, LABELS, B)
 
 
-def torch_loss(ref, ids, mask, types, labels):
+def torch_inputs(ids, mask, types):
     kw = dict(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
     if types is not None:
         kw["token_type_ids"] = torch.from_numpy(types)
-    return torch.nn.functional.cross_entropy(ref(**kw).logits, torch.from_numpy(labels))
+    return kw
+
+
+def torch_loss(ref, ids, mask, types, labels):
+    return torch.nn.functional.cross_entropy(ref(**torch_inputs(ids, mask, types)).logits, torch.from_numpy(labels))
 
 
 def encore_loss_and_backward(model, ids, mask, types, labels):
@@ -228,9 +232,7 @@ def test_dropout_sites_match_transformers_with_p_one(family, site, probs, tmp_pa
         pytest.skip("MPNet's head has no separate dropout probability")
     ref, model, _, _ = make_model(family, tmp_path, **_dropout_kwargs(family, *probs))
     ids, mask, types, labels = batch(np.random.default_rng(3), family)
-    kw = dict(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
-    if types is not None:
-        kw["token_type_ids"] = torch.from_numpy(types)
+    kw = torch_inputs(ids, mask, types)
     with torch.no_grad():
         want = ref(**kw).logits.numpy()
         ref.eval()
@@ -430,9 +432,7 @@ def test_new_sequence_classifier_is_the_family_head(family, tmp_path):
             assert 0.015 < v.std() < 0.025 if v.ndim == 2 else not v.any(), k  # normal(0, 0.02), zero bias
             task_params[k].copy_(torch.from_numpy(v))
     ids, mask, types, _ = batch(np.random.default_rng(4), family)
-    kw = dict(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
-    if types is not None:
-        kw["token_type_ids"] = torch.from_numpy(types)
+    kw = torch_inputs(ids, mask, types)
     with torch.no_grad():
         want = task(**kw).logits.numpy()
     assert rel(model(ids, mask, types, return_dict=True)["logits"], want) <= 1e-5
