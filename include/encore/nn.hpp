@@ -165,6 +165,9 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& input) const;
   Tensor backward(const Tensor& grad_output) const;
   Tensor apply(const Tensor& input) const;  // forward without clearing earlier saves (for use inside layers)
+  // apply(x + residual) in one pass (layers' residual connections). x must be contiguous and owned by the
+  // caller: it becomes x + residual with keep_sum (the result is then a new tensor), else it holds the result.
+  Tensor add_apply(Tensor& x, const Tensor& residual, bool keep_sum) const;
   Tensor weight, bias, dweight, dbias;
   Shape normalized_shape;
   double eps = 1e-5;

@@ -36,6 +36,21 @@ struct MemoryStats {
 MemoryStats memory_stats();
 void reset_peak_memory();  // peak := current
 
+// Owned tensor storage comes from a bounded caching allocator (src/core/allocator.hpp): blocks of 32 KiB and
+// more are kept after their last tensor goes and reused for the next tensor of the same size class, so repeated
+// inference calls stop mapping fresh memory. ENCORE_ALLOCATOR=system turns it off; ENCORE_ALLOCATOR_CACHE_MB
+// (default 1024) bounds what it keeps. memory_stats() counts tensors' bytes only, never cached blocks.
+struct AllocatorStats {
+  int64_t system_allocations = 0;  // blocks of 32 KiB or more obtained from the system allocator since start
+  int64_t system_bytes = 0;        // their total size
+  int64_t small_allocations = 0;   // smaller blocks, always passed to malloc (never cached)
+  int64_t reused_allocations = 0;  // requests served from the cache
+  int64_t evictions = 0;           // cached blocks returned to the system to stay within the limit
+  int64_t cached_bytes = 0;        // bytes held in free blocks now
+};
+AllocatorStats allocator_stats();
+void release_cached_memory();  // returns every cached block to the system
+
 class Storage;
 
 class Tensor {

@@ -1,5 +1,7 @@
 #include "encore/tensor.hpp"
 
+#include "core/allocator.hpp"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -22,20 +24,19 @@ void note_alloc(int64_t bytes) {
 MemoryStats memory_stats() { return {g_current_bytes.load(), g_peak_bytes.load()}; }
 void reset_peak_memory() { g_peak_bytes.store(g_current_bytes.load()); }
 
-// Owned storage is 64-byte aligned and counted in memory_stats(); wrapped storage is neither.
+// Owned storage is 64-byte aligned, comes from the caching allocator and is counted in memory_stats() at its
+// requested size; wrapped storage is neither.
 class Storage {
  public:
   explicit Storage(size_t bytes) : bytes_(bytes) {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    data_ = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-    ENCORE_CHECK(rounded == 0 || data_ != nullptr, "out of memory allocating ", bytes, " bytes");
+    data_ = core::storage_allocate(bytes, &capacity_);
     owned_ = true;
     note_alloc(static_cast<int64_t>(bytes_));
   }
   Storage(void* data, std::shared_ptr<void> owner) : data_(data), owner_(std::move(owner)) {}
   ~Storage() {
     if (owned_) {
-      std::free(data_);
+      core::storage_release(data_, capacity_);
       g_current_bytes.fetch_sub(static_cast<int64_t>(bytes_));
     }
   }
@@ -45,7 +46,7 @@ class Storage {
 
  private:
   void* data_ = nullptr;
-  size_t bytes_ = 0;
+  size_t bytes_ = 0, capacity_ = 0;
   bool owned_ = false;
   std::shared_ptr<void> owner_;
 };

@@ -31,6 +31,8 @@ KernelTable make_ref_table(const char* name, bool onednn_gemm) {
   t.gated_f32 = gated_f32_ref;
   t.add_f32 = add_f32_ref;
   t.attention_fused_f32 = attention_fused_f32_ref;
+  t.add_layernorm_f32 = add_layernorm_f32_ref;
+  t.convert_f32_to_bf16 = convert_f32_to_bf16_ref;
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 #include <list>
+#include <memory>
 #include <vector>
 #include <mutex>
 #include <tuple>
@@ -14,6 +15,7 @@
 
 #include "encore/error.hpp"
 #include "kernels/kernels.hpp"
+#include "runtime/parallel.hpp"
 
 namespace encore::kernels {
 
@@ -139,30 +141,6 @@ const char* precision_name(Precision p) {
   return p == Precision::bf16 ? "bf16" : p == Precision::int8 ? "int8" : "fp32";
 }
 
-float bf16_round(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  if ((bits & 0x7f800000u) == 0x7f800000u) {  // inf/nan: truncate, keeping NaN a NaN
-    bits &= 0xffff0000u;
-    if ((bits & 0x007f0000u) == 0 && (x != x)) bits |= 0x00400000u;
-  } else {
-    bits += 0x7fffu + ((bits >> 16) & 1u);  // round half to even
-    bits &= 0xffff0000u;
-  }
-  float y;
-  std::memcpy(&y, &bits, 4);
-  return y;
-}
-
-void convert_f32_to_bf16(uint16_t* out, const float* in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float r = bf16_round(in[i]);
-    uint32_t bits;
-    std::memcpy(&bits, &r, 4);
-    out[i] = static_cast<uint16_t>(bits >> 16);
-  }
-}
-
 namespace {
 
 // Cached per M: the matmul primitive for (M, K, N, act) with weights in the layout the primitive chose when
@@ -189,35 +167,59 @@ class OneDnnPackedLinear final : public PackedLinear {
     }
   }
 
+  // bf16: one parallel region per call, as the int8 linear does: each thread rounds its rows of the input to
+  // bf16 in its own scratch (the vectorised convert_f32_to_bf16) and runs the GEMM on them, oneDNN being
+  // single-threaded inside the region. Calls of at most kRowsPerThread rows run on the calling thread, where
+  // oneDNN threads the GEMM itself. fp32 needs no conversion and leaves the threading to oneDNN.
   void forward(float* out, const float* in, int64_t M, Act act) const override {
     if (M == 0) return;
+    if (wdt_ != dnnl::memory::data_type::bf16) {
+      forward_rows(out, in, M, act);
+      return;
+    }
+    runtime::parallel_for(0, M, kRowsPerThread, [&](int64_t r0, int64_t r1) {
+      forward_rows(out + r0 * N, in + r0 * K, r1 - r0, act);
+    });
+  }
+
+ private:
+  static constexpr int64_t kRowsPerThread = 64;
+
+  void forward_rows(float* out, const float* in, int64_t M, Act act) const {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    dnnl::matmul prim = get(M, act);
+    const auto prim = get(M, act);
     auto& eng = cpu_engine();
-    std::vector<uint16_t> in_bf16;
+    // Grow-only per-thread scratch (no allocation in steady state); the scratchpad is the thread's own because
+    // two threads may run the same primitive at once.
+    thread_local std::vector<uint16_t> in_bf16;
+    thread_local std::vector<uint8_t> pad;
     dnnl::memory src;
     if (wdt_ == dt::bf16) {
-      in_bf16.resize(static_cast<size_t>(M * K));
-      convert_f32_to_bf16(in_bf16.data(), in, M * K);
+      if (in_bf16.size() < static_cast<size_t>(M * K)) in_bf16.resize(static_cast<size_t>(M * K));
+      kernels().convert_f32_to_bf16(in_bf16.data(), in, M * K);
       src = dnnl::memory({{M, K}, dt::bf16, tag::ab}, eng, in_bf16.data());
     } else {
       src = dnnl::memory({{M, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in));
     }
+    if (pad.size() < prim->scratchpad.get_size()) pad.resize(prim->scratchpad.get_size());
     dnnl::memory dst({{M, N}, dt::f32, tag::ab}, eng, out);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst}};
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
+                                               {DNNL_ARG_WEIGHTS, packed_},
+                                               {DNNL_ARG_DST, dst},
+                                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(prim->scratchpad, eng, pad.data())}};
     if (!bias_.empty())
       args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias_.data())));
-    prim.execute(thread_stream(), args);
+    prim->matmul.execute(thread_stream(), args);
     thread_stream().wait();
   }
 
- private:
   dnnl::matmul::primitive_desc make_pd(int64_t M, Act act, const dnnl::memory::desc& wei) const {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     dnnl::memory::desc src({M, K}, wdt_, tag::ab), dst({M, N}, dt::f32, tag::ab), bias({1, N}, dt::f32, tag::ab);
     dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (act != Act::none) {
       dnnl::post_ops ops;
       ops.append_eltwise(1.f, onednn_algorithm(act), act == Act::silu ? 1.f : 0.f, 0.f);
@@ -228,13 +230,18 @@ class OneDnnPackedLinear final : public PackedLinear {
     return {dnnl::matmul::desc(src, wei, dst), attr, cpu_engine()};
   }
 
-  dnnl::matmul get(int64_t M, Act act) const {
+  struct Primitive {
+    dnnl::matmul matmul;
+    dnnl::memory::desc scratchpad;
+  };
+  std::shared_ptr<const Primitive> get(int64_t M, Act act) const {
     std::lock_guard<std::mutex> lock(mutex_);
     const int64_t key = M * 8 + static_cast<int64_t>(act);
     auto it = prims_.find(key);
     if (it != prims_.end()) return it->second;
     if (prims_.size() > 256) prims_.clear();  // bounded: many distinct token counts cannot grow it forever
-    dnnl::matmul p(make_pd(M, act, packed_desc_));
+    auto pd = make_pd(M, act, packed_desc_);
+    auto p = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.scratchpad_desc()});
     prims_.emplace(key, p);
     return p;
   }
@@ -244,7 +251,7 @@ class OneDnnPackedLinear final : public PackedLinear {
   dnnl::memory packed_;
   std::vector<float> bias_;
   mutable std::mutex mutex_;
-  mutable std::unordered_map<int64_t, dnnl::matmul> prims_;
+  mutable std::unordered_map<int64_t, std::shared_ptr<const Primitive>> prims_;
 };
 
 // bf16 on a CPU oneDNN cannot run bf16 GEMMs on: bf16-rounded weights, f32 GEMM (same numbers as bf16 weights

@@ -36,6 +36,8 @@ KernelTable make_avx512_table() {
   t.gated_f32 = avx512::gated_f32;
   t.add_f32 = avx512::add_f32;
   t.attention_fused_f32 = avx512::attention_fused_f32;
+  t.add_layernorm_f32 = avx512::add_layernorm_f32;
+  t.convert_f32_to_bf16 = avx512::convert_f32_to_bf16;
   return t;
 }
 }  // namespace encore::kernels

@@ -52,6 +52,13 @@ struct KernelTable {
   // Fused attention over one (sequence, head) block, see AttentionBlock; scratch holds
   // attention_fused_scratch_floats(Dk, Dv) floats.
   void (*attention_fused_f32)(const AttentionBlock& a, float* scratch);
+  // Residual + LayerNorm, row by row while the row is in L1: s = a + b (written to sum when non-null, else
+  // held in out), then out = layernorm(s) exactly as layernorm_forward_f32 computes it, so the result is bit for
+  // bit add_f32 followed by layernorm_forward_f32. out and sum may each alias a or b, not each other.
+  void (*add_layernorm_f32)(float* out, float* sum, const float* a, const float* b, const float* weight,
+                            const float* bias, int64_t rows, int64_t C, float eps);
+  // Round to nearest even, f32 -> bf16 bit patterns; NaN stays NaN (see convert_f32_to_bf16_ref).
+  void (*convert_f32_to_bf16)(uint16_t* out, const float* in, int64_t n);
 };
 
 // One (sequence, head) of scaled dot-product attention, computed without a T x S score matrix:
@@ -103,6 +110,11 @@ void rmsnorm_forward_f32_ref(float* out, float* rstd, const float* in, const flo
 void activation_f32_ref(float* out, const float* in, int64_t n, Act act);
 void gated_f32_ref(float* out, const float* in, int64_t rows, int64_t F, Act act);
 void add_f32_ref(float* out, const float* a, const float* b, int64_t n);
+void add_layernorm_f32_ref(float* out, float* sum, const float* a, const float* b, const float* weight,
+                           const float* bias, int64_t rows, int64_t C, float eps);
+// bits(x) rounded half to even to the upper 16 bits; inf stays inf; a NaN keeps its sign and upper payload and,
+// when that payload is empty, gets the quiet bit so it stays a NaN.
+void convert_f32_to_bf16_ref(uint16_t* out, const float* in, int64_t n);
 float act_scalar(float x, Act act);
 
 // ---- oneDNN-backed GEMMs (gemm.cpp) ----
@@ -224,9 +236,7 @@ std::shared_ptr<const PackedLinear> create_int8_linear(const float* weight, cons
 Int8Path int8_path_for_this_cpu();  // what automatic resolves to (oneDNN's effective ISA, DNNL_MAX_CPU_ISA included)
 const char* int8_path_name(Int8Path p);
 
-// Round-to-nearest-even f32 -> bf16 (bit patterns), and bf16 -> f32.
-void convert_f32_to_bf16(uint16_t* out, const float* in, int64_t n);
-float bf16_round(float x);  // x rounded to the nearest bfloat16, returned as f32
+float bf16_round(float x);  // x rounded to the nearest bfloat16 (convert_f32_to_bf16_ref), returned as f32
 
 // ---- kernels with a single implementation (memory-bound copies), ref-checked in tests ----
 // out(n, C) = table[ids[i]] rows; ids must be in [0, vocab) (checked by the op, not here).

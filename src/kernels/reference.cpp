@@ -1,5 +1,6 @@
 // Scalar reference twins: the definition of every kernel, written for clarity, not speed.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/kernels.hpp"
@@ -136,6 +137,38 @@ void gated_f32_ref(float* out, const float* in, int64_t rows, int64_t F, Act act
 
 void add_f32_ref(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void add_layernorm_f32_ref(float* out, float* sum, const float* a, const float* b, const float* weight,
+                           const float* bias, int64_t rows, int64_t C, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = (sum ? sum : out) + r * C;
+    add_f32_ref(s, a + r * C, b + r * C, C);
+    layernorm_forward_f32_ref(out + r * C, nullptr, nullptr, s, weight, bias, 1, C, eps);
+  }
+}
+
+static uint16_t bf16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u) {  // inf/nan: truncate, keeping NaN a NaN
+    bits &= 0xffff0000u;
+    if ((bits & 0x007f0000u) == 0 && (x != x)) bits |= 0x00400000u;
+  } else {
+    bits += 0x7fffu + ((bits >> 16) & 1u);  // round half to even
+  }
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float bf16_round(float x) {
+  const uint32_t bits = static_cast<uint32_t>(bf16_bits(x)) << 16;
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+
+void convert_f32_to_bf16_ref(uint16_t* out, const float* in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits(in[i]);
 }
 
 }  // namespace encore::kernels

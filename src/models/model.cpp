@@ -280,13 +280,16 @@ TokenEmbeddings TokenEmbeddings::load(Weights& w, const HfConfig& cfg, int64_t E
 }
 
 Tensor TokenEmbeddings::forward(const Tensor& ids, const Tensor& position_ids, const Tensor& types) const {
+  // layernorm(word + position + type), the last sum fused with the norm (in x's storage)
   Tensor x = ops::embedding_forward(ids, word, "input_ids");
-  ops::add_forward_(x, ops::embedding_forward(position_ids, position, "position_ids"));
+  Tensor pos = ops::embedding_forward(position_ids, position, "position_ids");
   if (token_type.defined()) {
+    ops::add_forward_(x, pos);
     Tensor t = types.defined() ? types : Tensor::zeros(ids.shape(), DType::i64);
-    ops::add_forward_(x, ops::embedding_forward(t, token_type, "token_type_ids"));
+    return ops::add_layernorm_forward_(x, ops::embedding_forward(t, token_type, "token_type_ids"), norm_weight,
+                                       norm_bias, eps, /*keep_sum=*/false);
   }
-  return ops::layernorm_forward(x, norm_weight, norm_bias, eps);
+  return ops::add_layernorm_forward_(x, pos, norm_weight, norm_bias, eps, /*keep_sum=*/false);
 }
 
 Tensor TokenEmbeddings::forward_train(Saved& sv, const Tensor& ids, const Tensor& position_ids,

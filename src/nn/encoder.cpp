@@ -92,21 +92,18 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tenso
   if (norm_first) {
     // x = x + sa(norm1(x)) ; x = x + ff(norm2(x))
     Tensor h = sa_block(norm1.apply(x));
-    ops::add_forward_(h, x);
+    Tensor n2 = norm2.add_apply(h, x, /*keep_sum=*/true);  // h += x ; n2 = norm2(h), one pass
     observe("attn_residual", h);
-    ops::add_forward_(h, ff_block(norm2.apply(h)));
+    ops::add_forward_(h, ff_block(n2));
     out = h;
   } else {
-    // x = norm1(x + sa(x)) ; x = norm2(x + ff(x))
+    // x = norm1(x + sa(x)) ; x = norm2(x + ff(x)); each residual + norm in one pass, over the sublayer's output
     Tensor a = sa_block(x);
-    ops::add_forward_(a, x);
-    Tensor h = norm1.apply(a);
-    a = Tensor();  // released early: the memory plan (memory_plan.cpp) counts on it
+    Tensor h = norm1.add_apply(a, x, /*keep_sum=*/false);  // in a's storage
+    a = Tensor();
     observe("norm1", h);
     Tensor f = ff_block(h);
-    ops::add_forward_(f, h);
-    h = Tensor();
-    out = norm2.apply(f);
+    out = norm2.add_apply(f, h, /*keep_sum=*/false);
   }
   observe("out", out);
   return out;

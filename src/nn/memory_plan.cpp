@@ -1,7 +1,7 @@
 // The allocation sequence this plan mirrors is in encoder.cpp / attention.cpp (N = B·T tokens, E = d_model,
 // F = d_ff; every tensor fp32):
 //   attention:   qkv (3NE) -> per-thread scores (T·T each) + heads (NE) -> out_proj output (NE) [qkv, heads live]
-//   post-LN:     a (NE) -> norm1 h (NE), a released -> hidden (NF) -> linear2 f (NE) -> norm2 out (NE)
+//   post-LN:     a (NE) -> norm1 h over a (in place) -> hidden (NF) -> linear2 f (NE) -> norm2 out over f
 //   pre-LN:      norm1 n1 (NE) lives through attention; norm2 n2 (NE) lives through the feed-forward block
 //   gated FFN:   linear1 gives 2NF, then the gated product NF, before the 2NF buffer is released
 //   stack:       the caller's input stays alive while layer i > 0 reads layer i-1's output

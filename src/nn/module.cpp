@@ -295,6 +295,14 @@ Tensor LayerNorm::apply(const Tensor& input) const {
   return y.view(input.shape());
 }
 
+Tensor LayerNorm::add_apply(Tensor& x, const Tensor& residual, bool keep_sum) const {
+  if (training_ || normalized_shape.size() != 1 || !x.is_contiguous()) {  // saves for backward: the two ops
+    ops::add_forward_(x, residual);
+    return apply(x);
+  }
+  return ops::add_layernorm_forward_(x, residual, weight, bias, eps, keep_sum);
+}
+
 Tensor LayerNorm::backward(const Tensor& grad_output) const {
   auto sv = pop_saved<LayerNormSaved>("LayerNorm");
   ENCORE_CHECK(grad_output.shape() == sv->input_shape, "LayerNorm.backward: grad_output: expected shape ",

@@ -32,6 +32,30 @@ Tensor layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bi
   return out;
 }
 
+Tensor add_layernorm_forward_(Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                              double eps, bool keep_sum) {
+  check_dtype(x, "add_layer_norm input", DType::f32);
+  check_dtype(residual, "add_layer_norm residual", DType::f32);
+  ENCORE_CHECK(x.shape() == residual.shape(), "add_layer_norm: input ", x.shape_str(), " and residual ",
+               residual.shape_str(), " differ");
+  ENCORE_CHECK(x.dim() >= 1 && x.is_contiguous(), "add_layer_norm: input must be contiguous, got strides ",
+               shape_str(x.strides()));
+  const int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
+  if (weight.defined()) check_shape(weight, "layer_norm weight", {C});
+  if (bias.defined()) check_shape(bias, "layer_norm bias", {C});
+  Tensor rc = residual.contiguous();
+  Tensor out = keep_sum ? Tensor::empty(x.shape()) : x;
+  const auto& k = kernels::kernels();
+  const float* w = weight.defined() ? weight.data<float>() : nullptr;
+  const float* b = bias.defined() ? bias.data<float>() : nullptr;
+  float* px = x.data<float>();
+  parallel_for(0, rows, row_grain(C), [&](int64_t r0, int64_t r1) {
+    k.add_layernorm_f32(out.data<float>() + r0 * C, keep_sum ? px + r0 * C : nullptr, px + r0 * C,
+                        rc.data<float>() + r0 * C, w, b, r1 - r0, C, static_cast<float>(eps));
+  });
+  return out;
+}
+
 Tensor rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor* rstd) {
   check_dtype(x, "rms_norm input", DType::f32);
   ENCORE_CHECK(x.dim() >= 1, "rms_norm input: expected at least 1 dimension, got ", x.shape_str());

@@ -21,6 +21,12 @@ Tensor linear_forward(const Tensor& x, const kernels::PackedLinear& weight, Act 
 // Over the last dim C. weight/bias (C) or undefined. mean/rstd (rows) are filled when defined.
 Tensor layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                          Tensor* mean = nullptr, Tensor* rstd = nullptr);
+// Residual + LayerNorm in one pass over the rows (inference): y = layernorm(x + residual) over the last dim,
+// bit for bit add_forward_ then layernorm_forward. x must be contiguous and not shared with anything that
+// still needs it. With keep_sum, x becomes x + residual (Pre-LN's residual stream) and y is a new tensor;
+// without, y is written over x and returned (x's storage).
+Tensor add_layernorm_forward_(Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                              double eps, bool keep_sum);
 Tensor rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor* rstd = nullptr);
 
 Tensor activation_forward(const Tensor& x, Act act);

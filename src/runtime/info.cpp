@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <string>
 
 #include "oneapi/dnnl/dnnl.hpp"
@@ -7,6 +8,15 @@
 #include "runtime/parallel.hpp"
 
 namespace encore {
+
+namespace {
+// What libgomp was told about idle threads (it read these at start-up): OMP_WAIT_POLICY wins over GOMP_SPINCOUNT.
+std::string omp_wait_policy() {
+  if (const char* p = std::getenv("OMP_WAIT_POLICY"); p && *p) return p;
+  if (const char* s = std::getenv("GOMP_SPINCOUNT"); s && *s) return std::string("spin") + s;
+  return "default";
+}
+}  // namespace
 
 void set_num_threads(int n) { runtime::set_num_threads(n); }
 int get_num_threads() { return runtime::num_threads(); }
@@ -18,7 +28,7 @@ std::string runtime_info() {
                                                   : "oneDNN-" + std::to_string(v->major) + "." +
                                                         std::to_string(v->minor) + "." + std::to_string(v->patch);
   return "isa=" + std::string(kernels::isa_name(kernels::detected_isa())) + " kernels=" + k.name + " gemm=" + gemm +
-         " threads=" + std::to_string(runtime::num_threads());
+         " threads=" + std::to_string(runtime::num_threads()) + " omp_wait=" + omp_wait_policy();
 }
 
 }  // namespace encore

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -235,4 +236,111 @@ TEST(Kernels, DropoutIsInvertedAndSplitIndependent) {
   std::vector<float> all_dropped(10);
   dropout_f32(all_dropped.data(), nullptr, x.data(), 10, 1.f, 1, 0);
   for (float v : all_dropped) EXPECT_EQ(v, 0.f);
+}
+
+// Residual + LayerNorm: bit for bit the table's own add then layernorm (the fused kernel must not change any
+// output), with the sum written out or not, in place over either input; and within LayerNorm's 1e-5 of the ref.
+TEST(Kernels, AddLayerNormIsAddThenLayerNormBitwise) {
+  std::vector<const KernelTable*> all = tables();
+  all.push_back(&kernels_ref());
+  for (const KernelTable* t : all)
+    for (int64_t C : kSizes)
+      for (bool affine : {true, false}) {
+        const int64_t rows = 4;
+        auto a = randn(rows * C, 21 + C, 2.f), r = randn(rows * C, 22 + C, 3.f);
+        for (auto& v : a) v += 1.5f;
+        auto w = randn(C, 23 + C), b = randn(C, 24 + C);
+        const float* pw = affine ? w.data() : nullptr;
+        const float* pb = affine ? b.data() : nullptr;
+        std::vector<float> sum(rows * C), want(rows * C);
+        t->add_f32(sum.data(), a.data(), r.data(), rows * C);
+        t->layernorm_forward_f32(want.data(), nullptr, nullptr, sum.data(), pw, pb, rows, C, 1e-12f);
+        std::vector<float> got(rows * C), got_sum(rows * C);
+        t->add_layernorm_f32(got.data(), nullptr, a.data(), r.data(), pw, pb, rows, C, 1e-12f);
+        EXPECT_EQ(got, want) << t->name << " C=" << C;
+        t->add_layernorm_f32(got.data(), got_sum.data(), a.data(), r.data(), pw, pb, rows, C, 1e-12f);
+        EXPECT_EQ(got, want) << t->name << " with sum, C=" << C;
+        EXPECT_EQ(got_sum, sum) << t->name << " sum, C=" << C;
+        std::vector<float> x = a;  // Post-LN: the result over the sublayer output
+        t->add_layernorm_f32(x.data(), nullptr, x.data(), r.data(), pw, pb, rows, C, 1e-12f);
+        EXPECT_EQ(x, want) << t->name << " in place, C=" << C;
+        std::vector<float> res = r;  // Pre-LN: the sum over the residual, the norm elsewhere
+        t->add_layernorm_f32(got.data(), res.data(), a.data(), res.data(), pw, pb, rows, C, 1e-12f);
+        EXPECT_EQ(got, want) << t->name << " sum over b, C=" << C;
+        EXPECT_EQ(res, sum) << t->name << " sum over b, C=" << C;
+        std::vector<float> ref(rows * C);
+        add_layernorm_f32_ref(ref.data(), nullptr, a.data(), r.data(), pw, pb, rows, C, 1e-12f);
+        EXPECT_LE(max_scaled_err(got, ref), 1e-5) << t->name << " vs ref, C=" << C;
+      }
+}
+
+namespace {
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+// An independent definition of the reference's rounding for finite x: of the two bf16 neighbours of x (upper
+// halves t and t+1), the nearer in double; ties to the even one; past the largest bf16 by half an ulp or more, inf
+// (IEEE: the neighbour beyond bf16's max counts as 2^128).
+uint16_t nearest_bf16(float x) {
+  const uint32_t u = to_bits(x);
+  const uint32_t t = u >> 16;
+  const double lo = from_bits(t << 16);
+  const uint32_t up = t + 1;
+  const double hi = ((up & 0x7f80u) == 0x7f80u) ? std::copysign(std::ldexp(1.0, 128), x) : double(from_bits(up << 16));
+  const double dlo = std::abs(double(x) - lo), dhi = std::abs(hi - double(x));
+  if (dlo < dhi) return static_cast<uint16_t>(t);
+  if (dhi < dlo) return static_cast<uint16_t>(up);
+  return static_cast<uint16_t>((t & 1u) ? up : t);
+}
+}  // namespace
+
+// f32 -> bf16: every table bit for bit equal to the reference on every upper half with low halves at and around
+// the rounding boundary, the specials (signed zeros, denormals, overflow to inf, inf, NaNs with payload only in
+// the dropped bits), in vector bodies and tails; the reference itself equal to the independent nearest_bf16.
+TEST(Kernels, ConvertF32ToBf16MatchesRefBitwise) {
+  std::vector<float> x;
+  const uint32_t lows[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff, 0x4321};
+  for (uint32_t hi = 0; hi < 0x10000; ++hi)
+    for (uint32_t lo : lows) x.push_back(from_bits(hi << 16 | lo));
+  const uint32_t specials[] = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x7f7fffff, 0xff7fffff, 0x7f7f8000,
+                               0x7f7f7fff, 0x7f800000, 0xff800000, 0x7f800001, 0xff800001, 0x7fc00000, 0x7fbfffff,
+                               0x7f80ffff, 0xffc00001, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x00008000};
+  for (int rep = 0; rep < 3; ++rep)
+    for (uint32_t s : specials) x.push_back(from_bits(s));
+  const size_t n = x.size();
+  std::vector<uint16_t> want(n);
+  convert_f32_to_bf16_ref(want.data(), x.data(), static_cast<int64_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = to_bits(x[i]);
+    if ((u & 0x7f800000u) != 0x7f800000u) {
+      ASSERT_EQ(want[i], nearest_bf16(x[i])) << std::hex << "ref rounding of 0x" << u;
+    } else if (x[i] != x[i]) {
+      ASSERT_EQ(want[i] & 0x7f80u, 0x7f80u) << std::hex << "NaN 0x" << u;
+      ASSERT_NE(want[i] & 0x7fu, 0u) << std::hex << "NaN 0x" << u << " became inf";
+      ASSERT_EQ(want[i] >> 15, u >> 31) << "NaN sign";
+    } else {
+      ASSERT_EQ(want[i], u >> 16) << "inf";
+    }
+  }
+  EXPECT_EQ(bf16_round(1.f), 1.f);
+  EXPECT_EQ(to_bits(bf16_round(3.14159265f)), 0x40490000u);
+  for (const KernelTable* t : tables())
+    for (size_t offset : {size_t{0}, size_t{1}, size_t{5}})
+      for (int64_t len : {int64_t(n - offset), int64_t{1}, int64_t{7}, int64_t{17}, int64_t{33}}) {
+        std::vector<uint16_t> got(static_cast<size_t>(len) + 2, 0xabcd);
+        t->convert_f32_to_bf16(got.data() + 1, x.data() + n - offset - len, len);
+        EXPECT_EQ(got[0], 0xabcd) << t->name << " wrote before its output";
+        EXPECT_EQ(got[static_cast<size_t>(len) + 1], 0xabcd) << t->name << " wrote past its output";
+        const std::vector<uint16_t> mid(got.begin() + 1, got.end() - 1);
+        const std::vector<uint16_t> ref(want.begin() + static_cast<int64_t>(n - offset - len),
+                                        want.begin() + static_cast<int64_t>(n - offset));
+        EXPECT_EQ(mid, ref) << t->name << " len=" << len << " offset=" << offset;
+      }
 }

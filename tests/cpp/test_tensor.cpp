@@ -1,6 +1,12 @@
 // Tensor core: views, copies, memory accounting and error messages.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "core/allocator.hpp"
 #include "encore/nn.hpp"
 #include "encore/tensor.hpp"
 
@@ -100,4 +106,128 @@ TEST(Layers, DeepCopiedStackLayersDoNotShareStorage) {
   EXPECT_NE(sd["layers.0.linear1.weight"].raw_data(), sd["layers.1.linear1.weight"].raw_data());
   encore::nn::TransformerEncoder shared(layer, 3, std::nullopt, /*share_parameters=*/true);
   EXPECT_EQ(shared.state_dict().size(), layer.state_dict().size());  // ALBERT-style: one set of weights
+}
+
+// ---- caching allocator (src/core/allocator.hpp) ----
+namespace {
+bool caching_enabled() {
+  const char* m = std::getenv("ENCORE_ALLOCATOR");
+  return !(m && std::string(m) == "system");
+}
+}  // namespace
+
+TEST(Allocator, SizeClassesBoundTheSlack) {
+  for (size_t bytes : {size_t{1}, size_t{63}, size_t{64}, size_t{4000}, encore::core::kMinCachedBytes - 1,
+                       encore::core::kMinCachedBytes, size_t{40000}, size_t{65537}, size_t{3145728},
+                       size_t{3145729}, size_t{100000007}}) {
+    const size_t c = encore::core::storage_size_class(bytes);
+    EXPECT_GE(c, bytes);
+    EXPECT_EQ(c % 64, 0u) << bytes;
+    if (bytes >= encore::core::kMinCachedBytes) EXPECT_LT(static_cast<double>(c), 1.125 * bytes) << bytes;
+    else EXPECT_LT(c, bytes + 64);
+    EXPECT_EQ(encore::core::storage_size_class(c), c) << "a class is its own class: " << c;
+  }
+}
+
+TEST(Allocator, ReusesFreedBlocksAndStaysWithinItsLimit) {
+  using encore::core::CachingAllocator;
+  CachingAllocator a(size_t{5} << 19);  // 2.5 MiB of cache
+  size_t cap1 = 0, cap2 = 0, cap3 = 0;
+  void* p1 = a.allocate(1000000, &cap1);
+  std::memset(p1, 1, 1000000);
+  a.release(p1, cap1);
+  EXPECT_EQ(a.stats().cached_bytes, static_cast<int64_t>(cap1));
+  void* p2 = a.allocate(999000, &cap2);  // same size class
+  EXPECT_EQ(p2, p1);
+  EXPECT_EQ(cap2, cap1);
+  EXPECT_EQ(a.stats().reused_allocations, 1);
+  EXPECT_EQ(a.stats().system_allocations, 1);
+  EXPECT_EQ(a.stats().cached_bytes, 0);
+  // Another class is a fresh block; its 2 MiB class and p2's 1 MiB exceed the limit together, so caching p2
+  // evicts the older p3.
+  void* p3 = a.allocate(2000000, &cap3);
+  EXPECT_EQ(a.stats().system_allocations, 2);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p3) % 64, 0u);
+  a.release(p3, cap3);
+  a.release(p2, cap2);
+  EXPECT_EQ(a.stats().evictions, 1);  // p3 (2 MB, cached first) made room for p2
+  EXPECT_EQ(a.stats().cached_bytes, static_cast<int64_t>(cap2));
+  size_t cap4 = 0;
+  EXPECT_EQ(a.allocate(1000000, &cap4), p2);
+  a.release(p2, cap4);
+  // Below the threshold blocks are never cached; above the limit neither.
+  size_t small = 0, huge = 0;
+  void* ps = a.allocate(100, &small);
+  a.release(ps, small);
+  EXPECT_EQ(a.stats().small_allocations, 1);
+  void* ph = a.allocate(size_t{4} << 20, &huge);
+  a.release(ph, huge);
+  EXPECT_EQ(a.stats().cached_bytes, static_cast<int64_t>(cap2));
+  a.release_all();
+  EXPECT_EQ(a.stats().cached_bytes, 0);
+}
+
+TEST(Allocator, BypassNeverCaches) {
+  encore::core::CachingAllocator a(size_t{64} << 20, /*bypass=*/true);
+  size_t cap = 0;
+  for (int i = 0; i < 3; ++i) {
+    void* p = a.allocate(1 << 20, &cap);
+    a.release(p, cap);
+  }
+  EXPECT_EQ(a.stats().system_allocations, 3);
+  EXPECT_EQ(a.stats().reused_allocations, 0);
+  EXPECT_EQ(a.stats().cached_bytes, 0);
+}
+
+TEST(Allocator, ConcurrentAllocateAndReleaseKeepTheBooks) {
+  encore::core::CachingAllocator a(size_t{16} << 20);
+  auto work = [&a](int seed) {
+    for (int i = 0; i < 2000; ++i) {
+      size_t cap = 0;
+      const size_t bytes = 40000 + static_cast<size_t>((i * 7919 + seed * 104729) % 9) * 50000;
+      char* p = static_cast<char*>(a.allocate(bytes, &cap));
+      p[0] = static_cast<char>(i);
+      p[bytes - 1] = static_cast<char>(seed);
+      a.release(p, cap);
+    }
+  };
+  std::thread t1(work, 1), t2(work, 2), t3(work, 3);
+  t1.join();
+  t2.join();
+  t3.join();
+  const auto s = a.stats();
+  EXPECT_EQ(s.system_allocations + s.reused_allocations, 6000);
+  EXPECT_LE(s.system_allocations, 3 * 9);  // at most one block per class per thread is ever live at once
+  EXPECT_LE(s.cached_bytes, int64_t{16} << 20);
+}
+
+// Repeated inference on the same shapes: after the first calls, tensors come from the cache only, and the
+// tracked bytes stay the tensors' own (the cache is invisible to memory_stats).
+TEST(Allocator, SteadyStateInferenceMapsNoNewMemory) {
+  if (!caching_enabled()) GTEST_SKIP() << "ENCORE_ALLOCATOR=system";
+  for (encore::DType dtype : {encore::DType::f32, encore::DType::bf16, encore::DType::i8}) {
+    encore::nn::TransformerEncoderLayer layer(64, 4, 256, 0.0, "gelu", 1e-5, /*batch_first=*/true);
+    encore::nn::TransformerEncoder enc(layer, 2);
+    enc.eval();
+    enc.prepare_inference(dtype);
+    Tensor x = Tensor::zeros({4, 40, 64});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 50.f - 1.f;
+    const auto live_before = encore::memory_stats().current_bytes;
+    Tensor first = enc.forward(x);
+    Tensor second = enc.forward(x);  // from here on two earlier outputs stay alive during each call
+    encore::AllocatorStats warm;
+    for (int i = 0; i < 4; ++i) {
+      if (i == 1) warm = encore::allocator_stats();
+      Tensor again = enc.forward(x);
+      EXPECT_EQ(0, std::memcmp(again.raw_data(), first.raw_data(), static_cast<size_t>(first.numel()) * 4))
+          << encore::dtype_name(dtype) << " call " << i;
+    }
+    const auto after = encore::allocator_stats();
+    // (blocks below 32 KiB come from malloc's own free lists each time: small_allocations grows, harmlessly)
+    EXPECT_EQ(after.system_allocations, warm.system_allocations) << encore::dtype_name(dtype);
+    EXPECT_GT(after.reused_allocations, warm.reused_allocations);
+    first = Tensor();
+    second = Tensor();
+    EXPECT_EQ(encore::memory_stats().current_bytes, live_before);
+  }
 }

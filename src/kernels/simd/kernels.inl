@@ -137,3 +137,19 @@ void add_f32(float* out, const float* a, const float* b, int64_t n) {
   for (; i + kWidth <= n; i += kWidth) store(out + i, add(load(a + i), load(b + i)));
   for (; i < n; ++i) out[i] = a[i] + b[i];
 }
+
+void add_layernorm_f32(float* out, float* sum, const float* a, const float* b, const float* weight,
+                       const float* bias, int64_t rows, int64_t C, float eps) {
+  // s = a + b ; out = layernorm(s), one row at a time so that s is re-read from L1
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = (sum ? sum : out) + r * C;
+    add_f32(s, a + r * C, b + r * C, C);
+    layernorm_forward_f32(out + r * C, nullptr, nullptr, s, weight, bias, 1, C, eps);
+  }
+}
+
+void convert_f32_to_bf16(uint16_t* out, const float* in, int64_t n) {
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) store_bf16(out + i, load(in + i));
+  if (i < n) convert_f32_to_bf16_ref(out + i, in + i, n - i);
+}

@@ -40,3 +40,22 @@ inline Vec scale_pow2(Vec p, Vec n) {
   return {_mm256_andnot_ps(below, r)};
 }
 inline Vec round_nearest(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+// f32 -> bf16 bits as convert_f32_to_bf16_ref (see vec_avx512.inl): rounded half to even, inf/NaN truncated,
+// an empty-payload NaN quieted.
+inline void store_bf16(uint16_t* p, Vec a) {
+  const __m256i x = _mm256_castps_si256(a.v);
+  const __m256i hi = _mm256_srli_epi32(x, 16);
+  const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i exp_mask = _mm256_set1_epi32(0x7f800000);
+  const __m256i special = _mm256_cmpeq_epi32(_mm256_and_si256(x, exp_mask), exp_mask);
+  const __m256i empty_hi = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x007f0000)), zero);
+  const __m256i no_payload = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x007fffff)), zero);
+  const __m256i quiet = _mm256_andnot_si256(no_payload, _mm256_and_si256(special, empty_hi));
+  const __m256i quieted = _mm256_or_si256(hi, _mm256_and_si256(quiet, _mm256_set1_epi32(0x40)));
+  const __m256i r = _mm256_blendv_epi8(rounded, quieted, special);
+  // every lane is in [0, 0xffff], so unsigned saturation packs exactly
+  const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+}

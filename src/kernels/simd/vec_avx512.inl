@@ -25,3 +25,19 @@ inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
 // 2^n · p for integral-valued n; scalef underflows cleanly to 0 for very negative n.
 inline Vec scale_pow2(Vec p, Vec n) { return {_mm512_scalef_ps(p.v, n.v)}; }
 inline Vec round_nearest(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+// f32 -> bf16 bits as convert_f32_to_bf16_ref: bits + 0x7fff + lsb(bits >> 16), upper half; exponent all ones
+// (inf/NaN) truncates, and a NaN whose payload sat only in the dropped bits gets the quiet bit 0x40.
+// (Not vcvtne2ps2bf16: it flushes denormals to zero, which the reference does not.)
+inline void store_bf16(uint16_t* p, Vec a) {
+  const __m512i x = _mm512_castps_si512(a.v);
+  const __m512i hi = _mm512_srli_epi32(x, 16);
+  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __m512i exp_mask = _mm512_set1_epi32(0x7f800000);
+  const __mmask16 special = _mm512_cmpeq_epi32_mask(_mm512_and_si512(x, exp_mask), exp_mask);
+  const __mmask16 empty_hi = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x007f0000));
+  const __mmask16 nan = _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x007fffff));
+  const __m512i quieted = _mm512_mask_or_epi32(hi, special & empty_hi & nan, hi, _mm512_set1_epi32(0x40));
+  const __m512i r = _mm512_mask_blend_epi32(special, rounded, quieted);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+}

@@ -1,0 +1,134 @@
+#include "core/allocator.hpp"
+
+#include <cstdlib>
+#include <string>
+
+namespace encore::core {
+
+namespace {
+size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+}  // namespace
+
+// Classes: below kMinCachedBytes, 64-byte multiples; above, 8 steps per power of two:
+// p = largest power of two <= bytes, size = ceil(bytes / (p/8)) · (p/8), so size < bytes · 1.125.
+size_t storage_size_class(size_t bytes) {
+  if (bytes < kMinCachedBytes) return round64(bytes);
+  const size_t p = size_t{1} << (63 - __builtin_clzll(static_cast<unsigned long long>(bytes)));
+  const size_t step = p / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+void* CachingAllocator::allocate(size_t bytes, size_t* capacity) {
+  *capacity = 0;
+  if (bytes == 0) return nullptr;
+  const size_t size = bypass_ ? round64(bytes) : storage_size_class(bytes);
+  *capacity = size;
+  if (!bypass_ && size >= kMinCachedBytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = classes_.find(size);
+    if (it != classes_.end() && !it->second.empty()) {
+      auto block = it->second.back();  // the most recently freed block of this class: likeliest in cache
+      it->second.pop_back();
+      void* p = block->ptr;
+      order_.erase(block);
+      cached_bytes_ -= size;
+      ++stats_.reused_allocations;
+      stats_.cached_bytes = static_cast<int64_t>(cached_bytes_);
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(64, size);
+  ENCORE_CHECK(p != nullptr, "out of memory allocating ", bytes, " bytes");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (size < kMinCachedBytes) {
+    ++stats_.small_allocations;
+  } else {
+    ++stats_.system_allocations;
+    stats_.system_bytes += static_cast<int64_t>(size);
+  }
+  return p;
+}
+
+void CachingAllocator::release(void* p, size_t capacity) {
+  if (!p) return;
+  if (bypass_ || capacity < kMinCachedBytes || capacity > limit_) {
+    std::free(p);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (cached_bytes_ + capacity > limit_) evict_oldest();
+  order_.push_front(Block{p, capacity});
+  classes_[capacity].push_back(order_.begin());
+  cached_bytes_ += capacity;
+  stats_.cached_bytes = static_cast<int64_t>(cached_bytes_);
+}
+
+void CachingAllocator::release_all() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!order_.empty()) evict_oldest();
+}
+
+AllocatorStats CachingAllocator::stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::evict_oldest() {
+  const Block b = order_.back();
+  auto cls = classes_.find(b.size);
+  cls->second.pop_front();
+  if (cls->second.empty()) classes_.erase(cls);
+  order_.pop_back();
+  cached_bytes_ -= b.size;
+  stats_.cached_bytes = static_cast<int64_t>(cached_bytes_);
+  ++stats_.evictions;
+  std::free(b.ptr);
+}
+
+namespace {
+
+// The process-wide instance, configured once from ENCORE_ALLOCATOR and ENCORE_ALLOCATOR_CACHE_MB. A bad value
+// is reported by every allocation (an exception from a static initializer would abort instead). Never
+// destroyed: tensors held by static objects may be released after every other static is gone.
+struct Global {
+  std::string error;
+  CachingAllocator* allocator = nullptr;
+  Global() {
+    bool bypass = false;
+    size_t limit = size_t{1024} << 20;
+    if (const char* mode = std::getenv("ENCORE_ALLOCATOR"); mode && *mode) {
+      const std::string m(mode);
+      if (m == "system") bypass = true;
+      else if (m != "caching") error = "ENCORE_ALLOCATOR must be 'caching' or 'system', got '" + m + "'";
+    }
+    if (const char* mb = std::getenv("ENCORE_ALLOCATOR_CACHE_MB"); mb && *mb) {
+      char* end = nullptr;
+      const long long v = std::strtoll(mb, &end, 10);
+      if (*end == '\0' && v >= 0 && v < (1ll << 40)) limit = static_cast<size_t>(v) << 20;
+      else error = std::string("ENCORE_ALLOCATOR_CACHE_MB must be a number of MiB >= 0, got '") + mb + "'";
+    }
+    allocator = new CachingAllocator(limit, bypass);
+  }
+};
+
+Global& global() {
+  static Global* g = new Global();
+  return *g;
+}
+
+}  // namespace
+
+void* storage_allocate(size_t bytes, size_t* capacity) {
+  Global& g = global();
+  if (!g.error.empty()) throw Error(g.error);
+  return g.allocator->allocate(bytes, capacity);
+}
+
+void storage_release(void* p, size_t capacity) { global().allocator->release(p, capacity); }
+
+}  // namespace encore::core
+
+namespace encore {
+AllocatorStats allocator_stats() { return core::global().allocator->stats(); }
+void release_cached_memory() { core::global().allocator->release_all(); }
+}  // namespace encore
