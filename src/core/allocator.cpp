@@ -25,13 +25,17 @@ void* CachingAllocator::allocate(size_t bytes, size_t* capacity) {
   *capacity = size;
   if (!bypass_ && size >= kMinCachedBytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = classes_.find(size);
-    if (it != classes_.end() && !it->second.empty()) {
-      auto block = it->second.back();  // the most recently freed block of this class: likeliest in cache
+    // The smallest cached class that fits, at most twice the request (batches of varying length ask for
+    // neighbouring classes; a somewhat larger warm block beats fresh pages), most recently freed first.
+    auto it = classes_.lower_bound(size);
+    if (it != classes_.end() && it->first <= 2 * size) {
+      auto block = it->second.back();
       it->second.pop_back();
       void* p = block->ptr;
+      *capacity = it->first;
+      if (it->second.empty()) classes_.erase(it);
       order_.erase(block);
-      cached_bytes_ -= size;
+      cached_bytes_ -= *capacity;
       ++stats_.reused_allocations;
       stats_.cached_bytes = static_cast<int64_t>(cached_bytes_);
       return p;

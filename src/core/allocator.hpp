@@ -10,8 +10,8 @@
 // and handed out again for the next tensor of its size class costs none.
 //
 // Contract: blocks of at least kMinCachedBytes are rounded up to a size class (1/8-power-of-two steps, so at most
-// 12.5% slack) and, when released, kept on a per-class free list; a later request of the same class reuses the
-// most recently freed one. The free lists together hold at most the cache limit (ENCORE_ALLOCATOR_CACHE_MB,
+// 12.5% slack) and, when released, kept on a per-class free list; a later request takes the most recently freed
+// block of the smallest cached class that fits and is at most twice its own class (*capacity tells which). The free lists together hold at most the cache limit (ENCORE_ALLOCATOR_CACHE_MB,
 // default 1024): releasing past it evicts the least recently cached blocks to the system. Smaller blocks go
 // straight to aligned_alloc/free. ENCORE_ALLOCATOR=system bypasses the cache entirely. Thread-safe.
 // Byte accounting of tensors (memory_stats) is the caller's: it counts requested bytes, never cached ones.
@@ -20,7 +20,7 @@
 #include <deque>
 #include <list>
 #include <mutex>
-#include <unordered_map>
+#include <map>
 
 #include "encore/tensor.hpp"
 
@@ -62,7 +62,7 @@ class CachingAllocator {
   bool bypass_;
   std::mutex mutex_;
   std::list<Block> order_;
-  std::unordered_map<size_t, std::deque<std::list<Block>::iterator>> classes_;
+  std::map<size_t, std::deque<std::list<Block>::iterator>> classes_;  // only non-empty classes
   size_t cached_bytes_ = 0;
   AllocatorStats stats_;
 };

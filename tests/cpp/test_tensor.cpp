@@ -167,6 +167,24 @@ TEST(Allocator, ReusesFreedBlocksAndStaysWithinItsLimit) {
   EXPECT_EQ(a.stats().cached_bytes, 0);
 }
 
+TEST(Allocator, ASmallerRequestTakesALargerBlockUpToTwiceItsSize) {
+  encore::core::CachingAllocator a(size_t{64} << 20);
+  size_t big = 0, mid = 0, small = 0;
+  void* pb = a.allocate(3000000, &big);
+  a.release(pb, big);
+  void* pm = a.allocate(1600000, &mid);  // class 1.625 MiB; the cached 3 MiB block is within 2x
+  EXPECT_EQ(pm, pb);
+  EXPECT_EQ(mid, big);  // released back under the block's own class
+  a.release(pm, mid);
+  void* ps = a.allocate(1000000, &small);  // class 1 MiB: 3 MiB is more than twice that
+  EXPECT_NE(ps, pb);
+  EXPECT_EQ(small, encore::core::storage_size_class(1000000));
+  a.release(ps, small);
+  EXPECT_EQ(a.stats().system_allocations, 2);
+  EXPECT_EQ(a.stats().reused_allocations, 1);
+  EXPECT_EQ(a.stats().cached_bytes, static_cast<int64_t>(big + small));
+}
+
 TEST(Allocator, BypassNeverCaches) {
   encore::core::CachingAllocator a(size_t{64} << 20, /*bypass=*/true);
   size_t cap = 0;
