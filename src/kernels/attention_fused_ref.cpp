@@ -9,11 +9,10 @@
 
 namespace encore::kernels {
 
-int64_t attention_fused_scratch_floats(int64_t Dk, int64_t Dv) {
-  // K tile transposed (Dk, kAttentionKeyTile), scores (kAttentionQueryTile, kAttentionKeyTile), accumulator
-  // (kAttentionQueryTile, Dv), running max and sum (kAttentionQueryTile each); the key tile is a multiple of
-  // every vector width, so no padding is needed.
-  return Dk * kAttentionKeyTile + kAttentionQueryTile * (kAttentionKeyTile + Dv + 2);
+int64_t attention_fused_scratch_floats(int64_t T, int64_t Dk) {
+  // K tile transposed (Dk, kAttentionKeyTile), scores (kAttentionQueryTile, kAttentionKeyTile), running max and
+  // sum (T each); the key tile is a multiple of every vector width, so no padding is needed.
+  return Dk * kAttentionKeyTile + kAttentionQueryTile * kAttentionKeyTile + 2 * T;
 }
 
 void attention_fused_f32_ref(const AttentionBlock& a, float* /*scratch*/) {

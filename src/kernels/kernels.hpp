@@ -50,7 +50,7 @@ struct KernelTable {
   // out[i] = a[i] + b[i]; out may alias a or b.
   void (*add_f32)(float* out, const float* a, const float* b, int64_t n);
   // Fused attention over one (sequence, head) block, see AttentionBlock; scratch holds
-  // attention_fused_scratch_floats(Dk, Dv) floats.
+  // attention_fused_scratch_floats(T, Dk) floats.
   void (*attention_fused_f32)(const AttentionBlock& a, float* scratch);
   // Residual + LayerNorm, row by row while the row is in L1: s = a + b (written to sum when non-null, else
   // held in out), then out = layernorm(s) exactly as layernorm_forward_f32 computes it, so the result is bit for
@@ -67,8 +67,8 @@ struct KernelTable {
 // with, when causal, key j excluded for query i if j > q_start + i (query i is query q_start + i of the
 // sequence). A query with no finite score gets out = 0 (never NaN), as softmax_masked does. Rows of q, k, v,
 // out and bias are ld_* floats apart (views into a packed (T, 3E) QKV buffer work as they are); bias and
-// key_mask may be null. The fast kernels tile queries (kAttentionQueryTile) and keys (kAttentionKeyTile) and keep
-// a running max and sum per query (online softmax, the accumulator rescaled when the max grows).
+// key_mask may be null. The fast kernels tile keys (kAttentionKeyTile) and queries (kAttentionQueryTile) and keep
+// a running max and sum per query (online softmax, the accumulator - out itself - rescaled when the max grows).
 struct AttentionBlock {
   float* out = nullptr;
   int64_t ld_out = 0;
@@ -88,7 +88,7 @@ struct AttentionBlock {
 };
 constexpr int64_t kAttentionQueryTile = 32;
 constexpr int64_t kAttentionKeyTile = 128;
-int64_t attention_fused_scratch_floats(int64_t Dk, int64_t Dv);
+int64_t attention_fused_scratch_floats(int64_t T, int64_t Dk);
 void attention_fused_f32_ref(const AttentionBlock& a, float* scratch);
 
 const KernelTable& kernels();      // the active table (decided once, logged with ENCORE_VERBOSE=1)

@@ -1,6 +1,6 @@
 // Scaled dot-product attention:
 //   scores = Q_bh · K_bhᵀ (T×S) ; P = softmax(scores/√d + masks) ; out_bh = P · V_bh (T×Dv)
-// Two paths. Fused (inference without weights): one task per (sequence, head, query tile) runs the fused
+// Two paths. Fused (inference without weights): one task per (sequence, head, query chunk) runs the fused
 // kernel, which never holds more than a query tile x key tile block of scores. Unfused (weights wanted, or
 // dropout): one (batch, head) pair per task with a T×S score buffer per thread (or the caller's probs tensor).
 #include <algorithm>
@@ -42,24 +42,33 @@ std::pair<int64_t, const float*> key_range(const float* row, int64_t S) {
   return {n, nullptr};
 }
 
-// Runs the fused kernel over (sequence, head, query tile) tasks. Head h of a sequence reads columns
-// [h·Dk, (h+1)·Dk) of q and k and [h·Dv, (h+1)·Dv) of v and out; the bias of (sequence b, head h) is
+// Runs the fused kernel over (sequence, head, query chunk) tasks. Each call transposes its keys once, so chunks
+// are as long as possible: a whole sequence, split into kAttentionQueryTile multiples only when there are too few
+// (sequence, head) pairs to keep every thread busy. Head h of a sequence reads columns [h·Dk, (h+1)·Dk) of q and
+// k and [h·Dv, (h+1)·Dv) of v and out; the bias of (sequence b, head h) is
 // bias + (bias_per_head ? (b·H + h)·bias_rows·ld_bias : 0), its rows ld_bias apart.
 Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64_t Dk, int64_t Dv, int64_t ld_q,
                  int64_t ld_k, int64_t ld_v, int64_t ld_out, float scale, const float* bias, bool bias_per_head,
                  int64_t bias_rows, int64_t ld_bias, bool causal) {
-  const int64_t Q = kernels::kAttentionQueryTile;
-  std::vector<int64_t> first_task(seqs.size() + 1, 0);  // tasks of sequence b: [first_task[b], first_task[b+1])
-  for (size_t b = 0; b < seqs.size(); ++b) first_task[b + 1] = first_task[b] + H * ((seqs[b].T + Q - 1) / Q);
+  const int64_t Q = kernels::kAttentionQueryTile, pairs = static_cast<int64_t>(seqs.size()) * H;
+  const int64_t want_chunks = (4 * runtime::num_threads() + pairs - 1) / std::max<int64_t>(pairs, 1);
+  std::vector<int64_t> chunk(seqs.size()), first_task(seqs.size() + 1, 0);  // tasks of b: [first_task[b], ...)
+  int64_t longest_chunk = 0;
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    const int64_t tiles = (seqs[b].T + Q - 1) / Q, chunks = std::clamp<int64_t>(want_chunks, 1, std::max<int64_t>(tiles, 1));
+    chunk[b] = (tiles + chunks - 1) / chunks * Q;
+    longest_chunk = std::max(longest_chunk, chunk[b]);
+    first_task[b + 1] = first_task[b] + H * ((seqs[b].T + chunk[b] - 1) / chunk[b]);
+  }
   const auto& kt = kernels::kernels();
-  const int64_t scratch_floats = kernels::attention_fused_scratch_floats(Dk, Dv);
+  const int64_t scratch_floats = kernels::attention_fused_scratch_floats(longest_chunk, Dk);
   runtime::parallel_for(0, first_task.back(), 1, [&](int64_t t0, int64_t t1) {
     Tensor scratch = Tensor::empty({scratch_floats});
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = std::upper_bound(first_task.begin(), first_task.end(), t) - first_task.begin() - 1;
       const FusedSeq& sq = seqs[b];
-      const int64_t tiles = (sq.T + Q - 1) / Q, local = t - first_task[b];
-      const int64_t h = local / tiles, i0 = (local % tiles) * Q;
+      const int64_t chunks = (sq.T + chunk[b] - 1) / chunk[b], local = t - first_task[b];
+      const int64_t h = local / chunks, i0 = (local % chunks) * chunk[b];
       kernels::AttentionBlock a;
       a.q = sq.q + i0 * ld_q + h * Dk;
       a.k = sq.k + h * Dk;
@@ -69,7 +78,7 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
       a.ld_k = ld_k;
       a.ld_v = ld_v;
       a.ld_out = ld_out;
-      a.T = std::min(Q, sq.T - i0);
+      a.T = std::min(chunk[b], sq.T - i0);
       a.S = sq.S;
       a.Dk = Dk;
       a.Dv = Dv;

@@ -80,7 +80,7 @@ TEST(AttentionFused, MatchesRefOnEveryIsa) {
     a.causal = c.causal;
     a.q_start = c.q_start;
     a.ld_out = c.D + 5;
-    std::vector<float> want(c.T * a.ld_out, 7.f), scratch(attention_fused_scratch_floats(c.D, c.D));
+    std::vector<float> want(c.T * a.ld_out, 7.f), scratch(attention_fused_scratch_floats(c.T, c.D));
     a.out = want.data();
     attention_fused_f32_ref(a, nullptr);
     for (const KernelTable* t : tables) {

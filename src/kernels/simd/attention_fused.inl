@@ -1,14 +1,18 @@
 // Fused (flash-style) attention over Vec, instantiated per ISA next to kernels.inl. Scalar meaning:
 // attention_fused_f32_ref (attention_fused_ref.cpp); contract: AttentionBlock in kernels.hpp.
-// Per tile of up to kAttentionQueryTile queries, the keys are visited in tiles of kAttentionKeyTile:
+// The keys are visited in tiles of kAttentionKeyTile (each transposed once per call), and for each key tile
+// the queries in tiles of kAttentionQueryTile:
 //   s = scale·Q·K_tileᵀ + masks ; m' = max(m, rowmax s) ; p = exp(s - m') ;
 //   l = l·exp(m - m') + rowsum p ; acc = acc·exp(m - m') + p·V_tile ; m = m'
-// and finally out = acc / l. No T x S buffer exists: the scores live in one (query tile x key tile) block.
+// and finally out = acc / l, the output rows serving as accumulators. No T x S buffer exists: the scores
+// live in one (query tile x key tile) block.
 
 namespace attention_detail {
 
 constexpr int64_t kQT = kAttentionQueryTile;
 constexpr int64_t kKT = kAttentionKeyTile;
+// Register blocks: 4 query rows x kCols vectors of accumulators (16 of AVX-512's 32 registers, 8 of AVX2's 16).
+constexpr int kCols = kWidth == 16 ? 4 : 2;
 
 // s[r, c + x·W] = scale · sum_d q[r, d]·kt[d, c + x·W]  for R rows and NV vectors of keys (kt: K tile transposed)
 template <int R, int NV>
@@ -31,16 +35,16 @@ inline void score_block(float* s, const float* q, int64_t ld_q, const float* kt,
 template <int R>
 inline void score_rows(float* s, const float* q, int64_t ld_q, const float* kt, int64_t Dk, int64_t cols, float scale) {
   int64_t c = 0;
-  for (; c + 2 * kWidth <= cols; c += 2 * kWidth) score_block<R, 2>(s, q, ld_q, kt, Dk, c, scale);
+  for (; c + kCols * kWidth <= cols; c += kCols * kWidth) score_block<R, kCols>(s, q, ld_q, kt, Dk, c, scale);
   for (; c < cols; c += kWidth) score_block<R, 1>(s, q, ld_q, kt, Dk, c, scale);
 }
 
 // acc[r, c + x·W] += sum_{j < nk} p[r, j]·v[j, c + x·W]
 template <int R, int NV>
-inline void pv_block(float* acc, int64_t Dv, const float* p, const float* v, int64_t ld_v, int64_t nk, int64_t c) {
+inline void pv_block(float* acc, int64_t ld_acc, const float* p, const float* v, int64_t ld_v, int64_t nk, int64_t c) {
   Vec a[R][NV];
   for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NV; ++x) a[r][x] = load(acc + r * Dv + c + x * kWidth);
+    for (int x = 0; x < NV; ++x) a[r][x] = load(acc + r * ld_acc + c + x * kWidth);
   for (int64_t j = 0; j < nk; ++j) {
     Vec vv[NV];
     for (int x = 0; x < NV; ++x) vv[x] = load(v + j * ld_v + c + x * kWidth);
@@ -50,19 +54,19 @@ inline void pv_block(float* acc, int64_t Dv, const float* p, const float* v, int
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NV; ++x) store(acc + r * Dv + c + x * kWidth, a[r][x]);
+    for (int x = 0; x < NV; ++x) store(acc + r * ld_acc + c + x * kWidth, a[r][x]);
 }
 
 template <int R>
-inline void pv_rows(float* acc, int64_t Dv, const float* p, const float* v, int64_t ld_v, int64_t nk) {
+inline void pv_rows(float* acc, int64_t ld_acc, int64_t Dv, const float* p, const float* v, int64_t ld_v, int64_t nk) {
   int64_t c = 0;
-  for (; c + 2 * kWidth <= Dv; c += 2 * kWidth) pv_block<R, 2>(acc, Dv, p, v, ld_v, nk, c);
-  for (; c + kWidth <= Dv; c += kWidth) pv_block<R, 1>(acc, Dv, p, v, ld_v, nk, c);
+  for (; c + kCols * kWidth <= Dv; c += kCols * kWidth) pv_block<R, kCols>(acc, ld_acc, p, v, ld_v, nk, c);
+  for (; c + kWidth <= Dv; c += kWidth) pv_block<R, 1>(acc, ld_acc, p, v, ld_v, nk, c);
   for (; c < Dv; ++c)  // head-dim tail narrower than a vector
     for (int r = 0; r < R; ++r) {
       float sum = 0.f;
       for (int64_t j = 0; j < nk; ++j) sum += p[r * kKT + j] * v[j * ld_v + c];
-      acc[r * Dv + c] += sum;
+      acc[r * ld_acc + c] += sum;
     }
 }
 
@@ -139,51 +143,54 @@ inline void online_softmax_row(float* row, int64_t nk, int64_t limit, const floa
 
 void attention_fused_f32(const AttentionBlock& a, float* scratch) {
   using namespace attention_detail;
-  const int64_t Dk = a.Dk, Dv = a.Dv;
-  float* kt = scratch;           // (Dk, kKT): the key tile, transposed
-  float* s = kt + Dk * kKT;      // (kQT, kKT): scores, then probabilities
-  float* acc = s + kQT * kKT;    // (kQT, Dv)
-  float* m = acc + kQT * Dv;     // (kQT) running max
-  float* l = m + kQT;            // (kQT) running sum
-  for (int64_t i0 = 0; i0 < a.T; i0 += kQT) {
-    const int64_t nq = std::min(kQT, a.T - i0);
-    for (int64_t i = 0; i < nq; ++i) {
-      m[i] = -__builtin_inff();
-      l[i] = 0.f;
+  const int64_t Dk = a.Dk, Dv = a.Dv, T = a.T;
+  float* kt = scratch;        // (Dk, kKT): the key tile, transposed once per call
+  float* s = kt + Dk * kKT;   // (kQT, kKT): scores, then probabilities
+  float* m = s + kQT * kKT;   // (T) running max
+  float* l = m + T;           // (T) running sum
+  // The output rows are the accumulators.
+  for (int64_t i = 0; i < T; ++i) {
+    m[i] = -__builtin_inff();
+    l[i] = 0.f;
+    for (int64_t c = 0; c < Dv; ++c) a.out[i * a.ld_out + c] = 0.f;
+  }
+  // with a causal mask, no query of this block sees keys at or past q_start + T
+  const int64_t s_end = a.causal ? std::min(a.S, a.q_start + T) : a.S;
+  for (int64_t j0 = 0; j0 < s_end; j0 += kKT) {
+    const int64_t nk = std::min(kKT, s_end - j0);
+    const int64_t nk_pad = (nk + kWidth - 1) / kWidth * kWidth;
+    // kt[d, j] = k[j0 + j, d], zero beyond nk
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* kr = a.k + (j0 + j) * a.ld_k;
+      for (int64_t d = 0; d < Dk; ++d) kt[d * kKT + j] = kr[d];
     }
-    for (int64_t c = 0; c < nq * Dv; ++c) acc[c] = 0.f;
-    // with a causal mask, no query of this tile sees keys at or past q_start + i0 + nq
-    const int64_t s_end = a.causal ? std::min(a.S, a.q_start + i0 + nq) : a.S;
-    const float* q = a.q + i0 * a.ld_q;
-    for (int64_t j0 = 0; j0 < s_end; j0 += kKT) {
-      const int64_t nk = std::min(kKT, s_end - j0);
-      const int64_t nk_pad = (nk + kWidth - 1) / kWidth * kWidth;
-      // kt[d, j] = k[j0 + j, d], zero beyond nk
-      for (int64_t j = 0; j < nk; ++j) {
-        const float* kr = a.k + (j0 + j) * a.ld_k;
-        for (int64_t d = 0; d < Dk; ++d) kt[d * kKT + j] = kr[d];
-      }
-      for (int64_t d = 0; d < Dk; ++d)
-        for (int64_t j = nk; j < nk_pad; ++j) kt[d * kKT + j] = 0.f;
-      // s = scale·Q·K_tileᵀ
+    for (int64_t d = 0; d < Dk; ++d)
+      for (int64_t j = nk; j < nk_pad; ++j) kt[d * kKT + j] = 0.f;
+    const float* vt = a.v + j0 * a.ld_v;
+    // causal: queries before i_first see none of this tile's keys
+    const int64_t i_first = a.causal ? std::max<int64_t>(0, j0 - a.q_start) : 0;
+    for (int64_t i0 = i_first; i0 < T; i0 += kQT) {
+      const int64_t nq = std::min(kQT, T - i0);
+      const float* q = a.q + i0 * a.ld_q;
+      float* acc = a.out + i0 * a.ld_out;
+      // s = scale·Q_tile·K_tileᵀ
       for_row_blocks(nq, [&]<int R>(int64_t r) { score_rows<R>(s + r * kKT, q + r * a.ld_q, a.ld_q, kt, Dk, nk_pad, a.scale); });
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t limit = a.causal ? std::min(nk, a.q_start + i0 + i + 1 - j0) : nk;
         online_softmax_row(s + i * kKT, nk, std::max<int64_t>(limit, 0),
                            a.bias ? a.bias + (i0 + i) * a.ld_bias + j0 : nullptr,
-                           a.key_mask ? a.key_mask + j0 : nullptr, m[i], l[i], acc + i * Dv, Dv);
+                           a.key_mask ? a.key_mask + j0 : nullptr, m[i0 + i], l[i0 + i], acc + i * a.ld_out, Dv);
       }
       // acc += P·V_tile
-      const float* vt = a.v + j0 * a.ld_v;
-      for_row_blocks(nq, [&]<int R>(int64_t r) { pv_rows<R>(acc + r * Dv, Dv, s + r * kKT, vt, a.ld_v, nk); });
+      for_row_blocks(nq, [&]<int R>(int64_t r) { pv_rows<R>(acc + r * a.ld_out, a.ld_out, Dv, s + r * kKT, vt, a.ld_v, nk); });
     }
-    // out = acc / l ; a query that attended to nothing gets zeros
-    for (int64_t i = 0; i < nq; ++i) {
-      float* o = a.out + (i0 + i) * a.ld_out;
-      const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
-      int64_t c = 0;
-      for (; c + kWidth <= Dv; c += kWidth) store(o + c, mul(load(acc + i * Dv + c), set1(inv)));
-      for (; c < Dv; ++c) o[c] = acc[i * Dv + c] * inv;
-    }
+  }
+  // out = acc / l ; a query that attended to nothing gets zeros
+  for (int64_t i = 0; i < T; ++i) {
+    float* o = a.out + i * a.ld_out;
+    const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+    int64_t c = 0;
+    for (; c + kWidth <= Dv; c += kWidth) store(o + c, mul(load(o + c), set1(inv)));
+    for (; c < Dv; ++c) o[c] *= inv;
   }
 }
