@@ -20,7 +20,7 @@ void bind_models(py::module_& m) {
           "__call__",
           [](const encore::AutoModel& self, const py::object& input_ids, const py::object& attention_mask,
              const py::object& token_type_ids, bool output_hidden_states, bool output_attentions,
-             bool return_dict) -> py::object {
+             bool return_dict, bool skip_padding) -> py::object {
             Tensor ids = int_tensor(input_ids, "input_ids");
             if (ids.defined() && ids.dim() == 1) ids = ids.unsqueeze(0);
             Tensor mask = int_tensor(attention_mask, "attention_mask");
@@ -28,6 +28,7 @@ void bind_models(py::module_& m) {
             encore::ForwardOptions opt;
             opt.output_hidden_states = output_hidden_states;
             opt.output_attentions = output_attentions;
+            opt.skip_padding = skip_padding;
             encore::ModelOutput out;
             {
               py::gil_scoped_release nogil;
@@ -52,9 +53,10 @@ void bind_models(py::module_& m) {
           },
           py::arg("input_ids"), py::arg("attention_mask") = py::none(), py::arg("token_type_ids") = py::none(),
           py::arg("output_hidden_states") = false, py::arg("output_attentions") = false,
-          py::arg("return_dict") = false,
+          py::arg("return_dict") = false, py::arg("skip_padding") = true,
           "Returns last_hidden_state (B, T, hidden); with return_dict or output_* a dict with pooler_output, logits, "
-          "hidden_states and attentions too.")
+          "hidden_states and attentions too. skip_padding (default): a right-padded batch runs on its real tokens "
+          "only and hidden states are 0 at padded positions; False computes padded positions as transformers does.")
       .def_property_readonly("config", [](const encore::AutoModel& self) {
         const encore::ModelInfo& i = self.info();
         py::dict d;

@@ -28,6 +28,12 @@ struct ForwardOptions {
   bool output_hidden_states = false;  // embeddings output, then every layer's output
   bool output_attentions = false;     // per layer (B, heads, T, T)
   bool compute_logits = true;         // run the classification head when the checkpoint has one
+  // Padding-free inference: the real tokens of a right-padded batch run as one packed sequence set (attention
+  // per sequence), so no work is spent on padding; last_hidden_state and hidden_states are 0 at padded
+  // positions (as torch's nested-tensor fast path gives) instead of what a padded forward computes there.
+  // Real positions, pooled and sequence-level outputs are unchanged (within f32 rounding). Not applied with
+  // output_attentions, in training, or to masks that are not 1...1 0...0 rows with at least one token.
+  bool skip_padding = true;
 };
 
 struct ModelOutput {

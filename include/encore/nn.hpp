@@ -219,9 +219,12 @@ class MultiheadAttention : public Module {
   // d_attn_mask, when non-null, receives (B, H, T, S): the gradient of a float attn_mask added to the scores.
   Tensor backward_batch_first(const Tensor& grad_output, Tensor* d_attn_mask = nullptr) const;
   // The same on batch-first 3-D tensors, the form layers use internally.
+  // cu_seqlens (inference, self-attention, no weights): query is (1, N, E) holding sequences back to back,
+  // sequence b in rows [cu_seqlens[b], cu_seqlens[b+1]), each attending within itself (ops::AttentionMasks).
   AttentionResult forward_batch_first(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const Tensor& key_padding_mask, bool need_weights, const Tensor& attn_mask,
-                                      bool average_attn_weights, bool is_causal) const;
+                                      bool average_attn_weights, bool is_causal,
+                                      const std::vector<int64_t>* cu_seqlens = nullptr) const;
 
   int64_t embed_dim = 0, num_heads = 0, head_dim = 0, kdim = 0, vdim = 0;
   double dropout = 0.0;
@@ -269,8 +272,10 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false) const;
   // Batch-first 3-D form; when attn_weights is non-null it receives per-head weights (B, H, T, T).
+  // cu_seqlens: a padding-free batch (1, N, d_model), see MultiheadAttention::forward_batch_first.
   Tensor forward_batch_first(const Tensor& x, const Tensor& src_mask, const Tensor& src_key_padding_mask,
-                             bool is_causal, Tensor* attn_weights = nullptr) const;
+                             bool is_causal, Tensor* attn_weights = nullptr,
+                             const std::vector<int64_t>* cu_seqlens = nullptr) const;
   Tensor backward(const Tensor& grad_output) const;  // gradient of src, in src's layout
   // d_src_mask, when non-null, receives the gradient of a float src_mask added to the scores, per sequence
   // and head (B, H, T, T) - for learned attention biases (MPNet's relative positions).

@@ -11,6 +11,7 @@
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
+#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -251,16 +252,76 @@ std::string detect_prefix(const io::WeightStore& store, const std::string& base_
   return found;
 }
 
+std::optional<PackedBatch> PackedBatch::plan(const Tensor& key_padding, const ForwardOptions& options, bool training) {
+  if (training || !options.skip_padding || options.output_attentions || !key_padding.defined()) return std::nullopt;
+  if (key_padding.dim() != 2) return std::nullopt;
+  PackedBatch p;
+  p.B = key_padding.size(0);
+  p.T = key_padding.size(1);
+  p.cu_seqlens.assign(p.B + 1, 0);
+  const Tensor kp = key_padding.contiguous();
+  const float* m = kp.data<float>();
+  bool padded = false;
+  for (int64_t b = 0; b < p.B; ++b) {
+    const float* row = m + b * p.T;
+    int64_t n = 0;
+    while (n < p.T && row[n] == 0.f) ++n;
+    if (n == 0) return std::nullopt;  // an empty sequence: the padded path defines what it gets
+    for (int64_t t = n; t < p.T; ++t)
+      if (row[t] != -std::numeric_limits<float>::infinity()) return std::nullopt;  // not right padding
+    padded |= n < p.T;
+    p.cu_seqlens[b + 1] = p.cu_seqlens[b] + n;
+  }
+  if (!padded) return std::nullopt;
+  return p;
+}
+
+Tensor PackedBatch::gather(const Tensor& x_in) const {
+  check_shape(x_in, "hidden states", {B, T, -1});
+  const Tensor x = x_in.contiguous();
+  const int64_t C = x.size(2);
+  Tensor out = Tensor::empty({1, cu_seqlens.back(), C});
+  runtime::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      std::memcpy(out.data<float>() + cu_seqlens[b] * C, x.data<float>() + b * T * C,
+                  sizeof(float) * (cu_seqlens[b + 1] - cu_seqlens[b]) * C);
+  });
+  return out;
+}
+
+Tensor PackedBatch::scatter(const Tensor& x_in) const {
+  check_shape(x_in, "packed hidden states", {1, cu_seqlens.back(), -1});
+  const Tensor x = x_in.contiguous();
+  const int64_t C = x.size(2);
+  Tensor out = Tensor::empty({B, T, C});
+  runtime::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n = cu_seqlens[b + 1] - cu_seqlens[b];
+      float* o = out.data<float>() + b * T * C;
+      std::memcpy(o, x.data<float>() + cu_seqlens[b] * C, sizeof(float) * n * C);
+      std::memset(o + n * C, 0, sizeof(float) * (T - n) * C);
+    }
+  });
+  return out;
+}
+
 Tensor run_layers(const std::vector<const nn::TransformerEncoderLayer*>& layers, Tensor x, const Tensor& attn_mask,
                   const Tensor& key_padding, const ForwardOptions& options, ModelOutput& out) {
-  if (options.output_hidden_states) out.hidden_states.push_back(x);
+  const std::optional<PackedBatch> packed =
+      PackedBatch::plan(key_padding, options, !layers.empty() && layers.front()->is_training());
+  if (packed) x = packed->gather(x);
+  const Tensor& kpm = packed ? Tensor() : key_padding;
+  const std::vector<int64_t>* cu_seqlens = packed ? &packed->cu_seqlens : nullptr;
+  auto record = [&](const Tensor& h) { out.hidden_states.push_back(packed ? packed->scatter(h) : h); };
+  if (options.output_hidden_states) record(x);
   for (const auto* layer : layers) {
     Tensor weights;
-    x = layer->forward_batch_first(x, attn_mask, key_padding, false, options.output_attentions ? &weights : nullptr);
-    if (options.output_hidden_states) out.hidden_states.push_back(x);
+    x = layer->forward_batch_first(x, attn_mask, kpm, false, options.output_attentions ? &weights : nullptr,
+                                   cu_seqlens);
+    if (options.output_hidden_states) record(x);
     if (options.output_attentions) out.attentions.push_back(weights);
   }
-  return x;
+  return packed ? packed->scatter(x) : x;
 }
 
 TokenEmbeddings TokenEmbeddings::load(Weights& w, const HfConfig& cfg, int64_t E, bool with_types) {

@@ -159,7 +159,21 @@ std::vector<std::string> registered_families();
 // Finds which prefix the base model's weights use ("" or e.g. "bert.") by probing probe_name.
 std::string detect_prefix(const io::WeightStore& store, const std::string& base_prefix, const std::string& probe_name);
 
-// Runs a stack of Post-LN layers over x (B, T, C) batch-first, filling hidden_states/attentions on request.
+// A right-padded batch run padding-free (ForwardOptions::skip_padding): the real tokens of x (B, T, C) gathered
+// into (1, N, C), sequence b in rows [cu_seqlens[b], cu_seqlens[b+1]).
+struct PackedBatch {
+  int64_t B = 0, T = 0;
+  std::vector<int64_t> cu_seqlens;
+  // A plan when the batch qualifies: inference, skip_padding, no attention weights, and a key padding mask
+  // (0 / -inf, from key_padding_from_attention_mask) whose every row is 0...0 -inf...-inf with at least one 0
+  // and some row with padding. Otherwise nullopt: the padded path.
+  static std::optional<PackedBatch> plan(const Tensor& key_padding, const ForwardOptions& options, bool training);
+  Tensor gather(const Tensor& x) const;   // (B, T, C) -> (1, N, C)
+  Tensor scatter(const Tensor& x) const;  // (1, N, C) -> (B, T, C), zeros at padded positions
+};
+
+// Runs a stack of Post-LN layers over x (B, T, C) batch-first, filling hidden_states/attentions on request;
+// padding-free when PackedBatch::plan allows (outputs then 0 at padded positions).
 Tensor run_layers(const std::vector<const nn::TransformerEncoderLayer*>& layers, Tensor x, const Tensor& attn_mask,
                   const Tensor& key_padding, const ForwardOptions& options, ModelOutput& out);
 

@@ -135,7 +135,7 @@ AttentionResult MultiheadAttention::forward(const Tensor& query, const Tensor& k
 AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                                         const Tensor& key_padding_mask, bool need_weights,
                                                         const Tensor& attn_mask, bool average_attn_weights,
-                                                        bool is_causal) const {
+                                                        bool is_causal, const std::vector<int64_t>* cu_seqlens) const {
   const int64_t E = embed_dim;
   check_shape(q_in, "query", {-1, -1, E});
   check_shape(k_in, "key", {q_in.size(0), -1, kdim});
@@ -170,6 +170,12 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
   masks.attn_mask = ops::additive_mask(attn_mask, "attn_mask");
   masks.key_padding_mask = ops::additive_mask(key_padding_mask, "key_padding_mask");
   masks.causal = is_causal && !attn_mask.defined();
+  if (cu_seqlens) {
+    ENCORE_CHECK(!training_ && !need_weights && same_tensor(q_in, k_in) && same_tensor(k_in, v_in),
+                 "MultiheadAttention: a padding-free batch (cu_seqlens) is for self-attention inference without "
+                 "weights");
+    masks.cu_seqlens = *cu_seqlens;
+  }
   Tensor probs;
   const uint64_t seed = detail::next_seed();
   std::shared_ptr<MhaSaved> sv;

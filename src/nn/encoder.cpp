@@ -74,12 +74,13 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 
 Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tensor& src_mask,
                                                     const Tensor& src_key_padding_mask, bool is_causal,
-                                                    Tensor* attn_weights) const {
+                                                    Tensor* attn_weights, const std::vector<int64_t>* cu_seqlens) const {
   check_shape(x, "src", {-1, -1, d_model});
+  ENCORE_CHECK(!(training_ && cu_seqlens), "TransformerEncoderLayer: padding-free batches are for inference");
   if (training_) return forward_train(x, src_mask, src_key_padding_mask, is_causal, attn_weights);
   auto sa_block = [&](const Tensor& h) {
     AttentionResult r = self_attn.forward_batch_first(h, h, h, src_key_padding_mask, attn_weights != nullptr,
-                                                      src_mask, false, is_causal);
+                                                      src_mask, false, is_causal, cu_seqlens);
     if (attn_weights) *attn_weights = r.weights;
     return ops::dropout_forward(r.output, dropout_sites_.attention_output, training_, detail::next_seed());
   };

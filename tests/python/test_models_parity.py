@@ -1,8 +1,9 @@
 """Every supported architecture, randomly initialised by transformers offline and saved with save_pretrained
 (safetensors), against transformers' own forward pass, run live.
 
-Tolerances: last_hidden_state, pooler_output and logits within 1e-5 max abs on mixed-length padded batches;
-a sequence alone vs inside a padded batch within 1e-5 on its real positions.
+Tolerances: last_hidden_state, pooler_output and logits within 1e-5 max abs on mixed-length padded batches
+(everywhere with skip_padding=False; on real positions, with exact zeros at padding, for the default
+padding-free forward); a sequence alone vs inside a padded batch within 1e-5 on its real positions.
 """
 import numpy as np
 import pytest
@@ -84,25 +85,40 @@ def max_diff(a, b):
     return float(np.abs(np.asarray(a) - np.asarray(b)).max())
 
 
+@pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "padding-free"])
 @pytest.mark.parametrize("name", [c[0] for c in CASES])
-def test_matches_transformers(saved, name):
+def test_matches_transformers(saved, name, skip_padding):
+    """skip_padding=False computes padded positions too and must equal transformers everywhere; the default
+    padding-free forward must equal it on real positions and give exactly 0 at padded ones."""
     path, model = saved[name]
     enc = encore.AutoModel.load(path)
     ids, mask, types = batch(model, [17, 9, 1, 23], seed=len(name))
     ref = torch_forward(model, ids, mask, types)
-    got = enc(ids, mask, types, return_dict=True, output_hidden_states=True)
+    got = enc(ids, mask, types, return_dict=True, output_hidden_states=True, skip_padding=skip_padding)
+    real = mask.astype(bool)
+
+    def compare(a, b, what):
+        a, b = np.asarray(a), np.asarray(b)
+        if skip_padding and a.ndim == 3:  # (B, T, C): real positions vs transformers, zeros at padding
+            assert np.all(a[~real] == 0), f"{name}: {what} not 0 at padded positions"
+            a, b = a[real], b[real]
+        d = max_diff(a, b)
+        assert d <= TOL, f"{name}: {what} max abs diff {d:.2e}"
+
     hidden_ref = ref.hidden_states[-1].numpy()
     assert np.abs(hidden_ref).max() > 0.1  # a real signal, not zeros
-    d = max_diff(got["last_hidden_state"], hidden_ref)
-    assert d <= TOL, f"{name}: last_hidden_state max abs diff {d:.2e}"
+    compare(got["last_hidden_state"], hidden_ref, "last_hidden_state")
     assert len(got["hidden_states"]) == len(ref.hidden_states)
     for i, (a, b) in enumerate(zip(got["hidden_states"], ref.hidden_states)):
-        assert max_diff(a, b.numpy()) <= TOL, f"{name}: hidden_states[{i}]"
+        compare(a, b.numpy(), f"hidden_states[{i}]")
     if getattr(ref, "pooler_output", None) is not None:
-        assert max_diff(got["pooler_output"], ref.pooler_output.numpy()) <= TOL
+        compare(got["pooler_output"], ref.pooler_output.numpy(), "pooler_output")
     if getattr(ref, "logits", None) is not None:
         assert got["logits"] is not None, f"{name}: encore found no classification head"
-        d = max_diff(got["logits"], ref.logits.numpy())
+        logits, ref_logits = np.asarray(got["logits"]), ref.logits.numpy()
+        if skip_padding and logits.ndim == 3:  # token classification: the head of a 0 hidden state at padding
+            logits, ref_logits = logits[real], ref_logits[real]
+        d = max_diff(logits, ref_logits)
         assert d <= TOL, f"{name}: logits max abs diff {d:.2e}"
         assert enc.config["num_labels"] == model.config.num_labels
 
