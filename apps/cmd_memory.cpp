@@ -96,7 +96,8 @@ void register_memory(CLI::App& app) {
     std::printf("input (B, T, E)       %s\n", human_bytes(p.input_bytes).c_str());
     std::printf("per layer, inference:\n");
     std::printf("  QKV (B, T, 3E)                 %s\n", human_bytes(p.qkv_bytes).c_str());
-    std::printf("  attention scores, live         %s   (%lld thread(s) x T x T; all heads would be %s)\n",
+    std::printf("  attention scratch, live        %s   (%lld thread(s) x fused key/score tiles; all heads' T x T "
+                "would be %s)\n",
                 human_bytes(p.scores_bytes).c_str(), (long long)get_num_threads(),
                 human_bytes(p.scores_all_heads_bytes).c_str());
     std::printf("  FFN hidden (B, T, d_ff)        %s\n", human_bytes(p.ffn_hidden_bytes).c_str());

@@ -663,9 +663,9 @@ def write_results(path, run):
             lines += ["| " + " | ".join(f"`{c}`" if i == 0 else str(c) for i, c in enumerate(row)) + " |"]
         lines += [""]
     if "encore:fp32" in run["engine_names"]:
-        lines += ["varlen: encore runs the same padded batch as its peers, through AutoModel (no padding-free entry "
-                  "point is measured); torch-fastpath drops the padding itself through nested tensors and "
-                  "ctranslate2 is given the lengths.", ""]
+        lines += ["varlen: every engine is given the same padded batch; encore's AutoModel drops the padding itself "
+                  "(its default padding-free forward: real tokens only, attention per sequence, 0 at padded "
+                  "positions), as torch-fastpath does through nested tensors; ctranslate2 is given the lengths.", ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
 

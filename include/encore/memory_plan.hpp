@@ -16,7 +16,7 @@ struct EncoderShape {
   bool norm_first = false;
   bool final_norm = false;
   bool bias = true;
-  int64_t threads = 1;  // each thread holds one T×T score buffer during attention
+  int64_t threads = 1;  // each thread holds one fused-attention scratch (key tile + score tile) during attention
 };
 
 struct EncoderMemoryPlan {
@@ -25,7 +25,7 @@ struct EncoderMemoryPlan {
   int64_t input_bytes = 0;            // the (B, T, E) input
   // Per layer, fp32 bytes.
   int64_t qkv_bytes = 0;              // packed Q, K, V projections (B, T, 3E)
-  int64_t scores_bytes = 0;           // attention scores held at once in inference (threads × T × T)
+  int64_t scores_bytes = 0;           // fused-attention scratch held at once in inference (per busy thread)
   int64_t scores_all_heads_bytes = 0; // all heads' probabilities (B, H, T, T), as training or need_weights keep
   int64_t ffn_hidden_bytes = 0;       // (B, T, d_ff), doubled for the gated linear1 output
   int64_t attention_phase_bytes = 0;  // live activations besides the layer input, attention sub-block

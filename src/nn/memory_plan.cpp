@@ -1,6 +1,7 @@
 // The allocation sequence this plan mirrors is in encoder.cpp / attention.cpp (N = B·T tokens, E = d_model,
 // F = d_ff; every tensor fp32):
-//   attention:   qkv (3NE) -> per-thread scores (T·T each) + heads (NE) -> out_proj output (NE) [qkv, heads live]
+//   attention:   qkv (3NE) -> per-thread fused-attention scratch (key tile + score tile, ops::attention_fused_scratch_bytes)
+//                + heads (NE) -> out_proj output (NE) [qkv, heads live]
 //   post-LN:     a (NE) -> norm1 h over a (in place) -> hidden (NF) -> linear2 f (NE) -> norm2 out over f
 //   pre-LN:      norm1 n1 (NE) lives through attention; norm2 n2 (NE) lives through the feed-forward block
 //   gated FFN:   linear1 gives 2NF, then the gated product NF, before the 2NF buffer is released
@@ -10,6 +11,7 @@
 #include <algorithm>
 
 #include "encore/error.hpp"
+#include "ops/ops.hpp"
 
 namespace encore {
 
@@ -30,7 +32,7 @@ EncoderMemoryPlan plan_encoder_memory(const EncoderShape& s) {
   p.parameter_bytes = p.parameters * f;
   p.input_bytes = N * E * f;
   p.qkv_bytes = 3 * N * E * f;
-  p.scores_bytes = std::max<int64_t>(1, std::min<int64_t>(s.threads, s.batch * H)) * T * T * f;
+  p.scores_bytes = ops::attention_fused_scratch_bytes(s.batch, T, H, E / H, s.threads);
   p.scores_all_heads_bytes = s.batch * H * T * T * f;
   p.ffn_hidden_bytes = N * linear1_out * f;
   const int64_t NE = N * E * f, NF = N * F * f;

@@ -42,6 +42,15 @@ std::pair<int64_t, const float*> key_range(const float* row, int64_t S) {
   return {n, nullptr};
 }
 
+// Queries per fused call for a sequence of T: whole sequences, unless `pairs` (sequence, head) pairs are too few
+// to give each of `threads` threads about 4 tasks; then kAttentionQueryTile multiples.
+int64_t fused_chunk(int64_t T, int64_t pairs, int64_t threads) {
+  const int64_t Q = kernels::kAttentionQueryTile, tiles = (T + Q - 1) / Q;
+  const int64_t want_chunks = (4 * threads + pairs - 1) / std::max<int64_t>(pairs, 1);
+  const int64_t chunks = std::clamp<int64_t>(want_chunks, 1, std::max<int64_t>(tiles, 1));
+  return std::max<int64_t>(1, (tiles + chunks - 1) / chunks) * Q;  // an empty sequence still divides
+}
+
 // Runs the fused kernel over (sequence, head, query chunk) tasks. Each call transposes its keys once, so chunks
 // are as long as possible: a whole sequence, split into kAttentionQueryTile multiples only when there are too few
 // (sequence, head) pairs to keep every thread busy. Head h of a sequence reads columns [h·Dk, (h+1)·Dk) of q and
@@ -50,13 +59,11 @@ std::pair<int64_t, const float*> key_range(const float* row, int64_t S) {
 Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64_t Dk, int64_t Dv, int64_t ld_q,
                  int64_t ld_k, int64_t ld_v, int64_t ld_out, float scale, const float* bias, bool bias_per_head,
                  int64_t bias_rows, int64_t ld_bias, bool causal) {
-  const int64_t Q = kernels::kAttentionQueryTile, pairs = static_cast<int64_t>(seqs.size()) * H;
-  const int64_t want_chunks = (4 * runtime::num_threads() + pairs - 1) / std::max<int64_t>(pairs, 1);
+  const int64_t pairs = static_cast<int64_t>(seqs.size()) * H;
   std::vector<int64_t> chunk(seqs.size()), first_task(seqs.size() + 1, 0);  // tasks of b: [first_task[b], ...)
   int64_t longest_chunk = 0;
   for (size_t b = 0; b < seqs.size(); ++b) {
-    const int64_t tiles = (seqs[b].T + Q - 1) / Q, chunks = std::clamp<int64_t>(want_chunks, 1, std::max<int64_t>(tiles, 1));
-    chunk[b] = (tiles + chunks - 1) / chunks * Q;
+    chunk[b] = fused_chunk(seqs[b].T, pairs, runtime::num_threads());
     longest_chunk = std::max(longest_chunk, chunk[b]);
     first_task[b + 1] = first_task[b] + H * ((seqs[b].T + chunk[b] - 1) / chunk[b]);
   }
@@ -134,6 +141,12 @@ Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64
 }
 
 }  // namespace
+
+int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads) {
+  const int64_t chunk = fused_chunk(T, B * heads, threads), tasks = B * heads * ((T + chunk - 1) / chunk);
+  return std::max<int64_t>(1, std::min(threads, tasks)) *
+         kernels::attention_fused_scratch_floats(chunk, Dk) * static_cast<int64_t>(sizeof(float));
+}
 
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,

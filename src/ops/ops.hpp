@@ -63,6 +63,9 @@ struct AttentionMasks {
 // training mode, as torch returns attention weights (training code uses attention_forward_train instead).
 // Without probs and dropout it runs the fused kernel (kernels::AttentionBlock: no T x S buffer), unless the
 // environment has ENCORE_ATTENTION=unfused (read per call, so one process can A/B the two paths).
+// Bytes of scratch the fused path holds at once for B sequences of T tokens, head dim Dk, with `threads` threads
+// (one kernel scratch per thread that gets work; what plan_encoder_memory counts for inference).
+int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads);
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed);

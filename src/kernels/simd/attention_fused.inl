@@ -129,9 +129,9 @@ inline void online_softmax_row(float* row, int64_t nk, int64_t limit, const floa
   }
   for (j = limit; j < nk; ++j) row[j] = 0.f;
   sum += reduce_add(vsum);
-  // l = l·alpha + sum(p) ; acc = acc·alpha
+  // l = l·alpha + sum(p) ; acc = acc·alpha (nothing to rescale before the first tile with a finite score)
   l = l * alpha + sum;
-  if (alpha != 1.f) {
+  if (alpha != 1.f && m != neg_inf) {
     int64_t c = 0;
     for (; c + kWidth <= Dv; c += kWidth) store(acc + c, mul(load(acc + c), set1(alpha)));
     for (; c < Dv; ++c) acc[c] *= alpha;
