@@ -8,23 +8,16 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/kernels.hpp"
+#include "test_backward_reference.hpp"
 
 using namespace encore::kernels;
+using bwdtest::randn;
 
 namespace {
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 struct Case {
   int64_t T, S, D;
