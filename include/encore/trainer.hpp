@@ -90,8 +90,9 @@ TrainReport fine_tune_classifier(const TrainConfig& config,
 // batch are each anchor's negatives). eval_accuracy: held-out retrieval accuracy (share of anchors whose most
 // similar held-out positive is their own), per epoch; eval_before: the same before training. With output_dir,
 // the trained pipeline is written there as a sentence-transformers directory (SentenceTransformer(dir) loads it).
-// Of the config's fields, grad_accum, dropout, save_every, resume_dir and plot_png are not used yet (refused when
-// set); output_dir is written once, at the end.
+// dropout as for classification (< 0: the checkpoint's rates; draws seeded from (seed, step)). grad_accum,
+// save_every, resume_dir and plot_png are classification-only so far (refused when set); output_dir is written
+// once, at the end.
 TrainReport fine_tune_embedding(const TrainConfig& config,
                                 const std::function<void(const TrainProgress&)>& progress = {});
 

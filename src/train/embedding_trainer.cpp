@@ -172,10 +172,10 @@ TrainReport fine_tune_embedding(const TrainConfig& cfg, const std::function<void
   ENCORE_CHECK(cfg.batch_size > 1 && cfg.max_length > 1 && (cfg.steps > 0 || cfg.epochs > 0),
                "train --task embedding: batch_size must be at least 2 (the other pairs of a batch are the "
                "negatives), max_length > 1, and steps or epochs positive");
-  ENCORE_CHECK(cfg.grad_accum == 1 && cfg.dropout <= 0 && cfg.save_every <= 0 && cfg.resume_dir.empty() &&
-                   cfg.plot_png.empty(),
-               "train --task embedding: --grad-accum, --dropout, --save-every, --resume and --plot are "
-               "classification-only so far (the embedding task trains without dropout and saves once, at the end)");
+  ENCORE_CHECK(cfg.grad_accum == 1 && cfg.save_every <= 0 && cfg.resume_dir.empty() && cfg.plot_png.empty(),
+               "train --task embedding: --grad-accum, --save-every, --resume and --plot are classification-only so "
+               "far (the embedding task saves once, at the end)");
+  ENCORE_CHECK(cfg.dropout < 1, "train: dropout must be in [0, 1), got ", cfg.dropout);
   if (!cfg.output_dir.empty()) check_embedding_output(cfg.output_dir);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Pair> train_set = read_pairs(cfg.data), eval_set;
@@ -211,6 +211,7 @@ TrainReport fine_tune_embedding(const TrainConfig& cfg, const std::function<void
   };
   report.eval_before = evaluate();
 
+  if (cfg.dropout >= 0) model.set_dropout(cfg.dropout);  // else the checkpoint's own rates
   model.train();
   nn::Module& params = model.module();
   AdamW opt(params, {cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay});
@@ -233,6 +234,7 @@ TrainReport fine_tune_embedding(const TrainConfig& cfg, const std::function<void
       const double lr = learning_rate_at(step, cfg.lr, cfg.warmup_steps, total, schedule);
       opt.set_lr(lr);
       opt.zero_grad();
+      nn::manual_seed(cfg.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step));  // this step's dropout
       int64_t tokens = 0;
       const double loss = embedding_loss_backward(enc, anchors, positives, scale, &tokens);
       const double norm = cfg.max_grad_norm > 0 ? clip_grad_norm(params, cfg.max_grad_norm) : std::nan("");
