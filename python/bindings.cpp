@@ -245,7 +245,20 @@ PYBIND11_MODULE(_encore, m) {
       .def("__call__", dec_layer_forward, py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
            py::arg("memory_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
            py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = false,
-           py::arg("memory_is_causal") = false);
+           py::arg("memory_is_causal") = false)
+      .def(
+          "backward",
+          [](const nn::TransformerDecoderLayer& self, const py::object& grad_output) {
+            Tensor g = float_tensor(grad_output, "grad_output");
+            std::pair<Tensor, Tensor> d;
+            {
+              py::gil_scoped_release nogil;
+              d = self.backward(g);
+            }
+            return py::make_tuple(to_numpy(d.first), to_numpy(d.second));
+          },
+          py::arg("grad_output"),
+          "(gradient of tgt, gradient of memory) for the last training-mode forward; accumulates parameter gradients");
 
   auto decoder_forward = [](const nn::TransformerDecoder& self, const py::object& tgt, const py::object& memory,
                             const py::object& tgt_mask, const py::object& memory_mask,

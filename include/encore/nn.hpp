@@ -217,7 +217,10 @@ class MultiheadAttention : public Module {
   // Self-attention backward (query = key = value, packed in-projection): the gradient of the query.
   Tensor backward(const Tensor& grad_output) const;
   // d_attn_mask, when non-null, receives (B, H, T, S): the gradient of a float attn_mask added to the scores.
-  Tensor backward_batch_first(const Tensor& grad_output, Tensor* d_attn_mask = nullptr) const;
+  // Cross-attention on one memory (key is value, packed in-projection) returns the query's gradient and needs
+  // d_key_value, which receives the memory's.
+  Tensor backward_batch_first(const Tensor& grad_output, Tensor* d_attn_mask = nullptr,
+                              Tensor* d_key_value = nullptr) const;
   // The same on batch-first 3-D tensors, the form layers use internally.
   // cu_seqlens (inference, self-attention, no weights): query is (1, N, E) holding sequences back to back,
   // sequence b in rows [cu_seqlens[b], cu_seqlens[b+1]), each attending within itself (ops::AttentionMasks).
@@ -359,7 +362,17 @@ class TransformerDecoderLayer : public Module {
   Tensor forward_batch_first(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask,
                              const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
                              const Tensor& memory_key_padding_mask, bool tgt_is_causal, bool memory_is_causal) const;
+  // Training: the gradients of tgt and of memory (in their layouts) for the last training-mode forward;
+  // accumulates parameter gradients.
+  std::pair<Tensor, Tensor> backward(const Tensor& grad_output) const;
+  std::pair<Tensor, Tensor> backward_batch_first(const Tensor& grad_output) const;
 
+ protected:
+  Tensor forward_train(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask, const Tensor& memory_mask,
+                       const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask, bool tgt_is_causal,
+                       bool memory_is_causal) const;
+
+ public:
   MultiheadAttention self_attn, multihead_attn;
   Linear linear1, linear2;
   LayerNorm norm1, norm2, norm3;

@@ -5,8 +5,8 @@
 namespace encore::nn {
 // What self-attention backward needs from its forward.
 struct MhaSaved {
-  bool self_attention = false;
-  Tensor x, q, k, v, probs, heads;
+  bool self_attention = false, packed_kv = false;  // packed_kv: cross-attention, key is value, packed weights
+  Tensor x, kv_in, q, k, v, probs, heads;
   uint64_t seed = 0;
 };
 }  // namespace encore::nn
@@ -67,10 +67,11 @@ Tensor MultiheadAttention::backward(const Tensor& grad_output) const {
                                   batch_first);
 }
 
-Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_attn_mask) const {
+Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_attn_mask, Tensor* d_key_value) const {
   auto sv = pop_saved<MhaSaved>("MultiheadAttention");
-  ENCORE_CHECK(sv->self_attention, "MultiheadAttention.backward: only self-attention (query is key is value) with "
-               "the packed in-projection is supported so far");
+  ENCORE_CHECK(sv->self_attention || (sv->packed_kv && d_key_value),
+               "MultiheadAttention.backward: only self-attention (query is key is value) or cross-attention on one "
+               "memory (key is value), with the packed in-projection, is supported so far");
   ENCORE_CHECK(dout.shape() == sv->heads.shape(), "MultiheadAttention.backward: grad_output: expected shape ",
                sv->heads.shape_str(), ", got ", dout.shape_str());
   const int64_t E = embed_dim;
@@ -79,6 +80,27 @@ Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_at
   Tensor& dwo = grad_of(const_cast<Tensor&>(out_proj.dweight), out_proj.weight);
   Tensor* dbo = out_proj.bias.defined() ? &grad_of(const_cast<Tensor&>(out_proj.dbias), out_proj.bias) : nullptr;
   ops::linear_backward(&dheads, &dwo, dbo, dout.contiguous(), Tensor(), sv->heads, out_proj.weight);
+  if (!sv->self_attention) {
+    // in the forward pass this was:  q = x·W_qᵀ + b_q ; [k | v] = memory·W_kvᵀ + b_kv ; heads = attention(q, k, v)
+    Tensor dq = Tensor::empty(sv->q.shape());
+    Tensor dkv = Tensor::empty({sv->kv_in.size(0), sv->kv_in.size(1), 2 * E});
+    Tensor dk = dkv.slice(2, 0, E), dv = dkv.slice(2, E, 2 * E);
+    ops::attention_backward(&dq, &dk, &dv, d_attn_mask, dheads, sv->probs, sv->q, sv->k, sv->v, num_heads, dropout,
+                            true, sv->seed);
+    Tensor& dw = grad_of(const_cast<Tensor&>(din_proj_weight), in_proj_weight);
+    Tensor dw_q = dw.slice(0, 0, E), dw_kv = dw.slice(0, E, 3 * E), db_q, db_kv;
+    if (in_proj_bias.defined()) {
+      Tensor& db = grad_of(const_cast<Tensor&>(din_proj_bias), in_proj_bias);
+      db_q = db.slice(0, 0, E);
+      db_kv = db.slice(0, E, 3 * E);
+    }
+    Tensor dx;
+    ops::linear_backward(&dx, &dw_q, db_q.defined() ? &db_q : nullptr, dq, Tensor(), sv->x,
+                         in_proj_weight.slice(0, 0, E));
+    ops::linear_backward(d_key_value, &dw_kv, db_kv.defined() ? &db_kv : nullptr, dkv, Tensor(), sv->kv_in,
+                         in_proj_weight.slice(0, E, 3 * E));
+    return dx;
+  }
   // in the forward pass this was:  heads = attention(q, k, v) with q, k, v views of qkv = x·in_projᵀ + b
   Tensor dqkv = Tensor::empty({sv->x.size(0), sv->x.size(1), 3 * E});
   Tensor dq = dqkv.slice(2, 0, E), dk = dqkv.slice(2, E, 2 * E), dv = dqkv.slice(2, 2 * E, 3 * E);
@@ -183,7 +205,9 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
   if (training_) {  // save what backward needs; probabilities before dropout
     sv = std::make_shared<MhaSaved>();
     sv->self_attention = packed && same_tensor(q_in, k_in) && same_tensor(k_in, v_in);
+    sv->packed_kv = packed && !sv->self_attention && same_tensor(k_in, v_in);
     sv->x = q_in;
+    sv->kv_in = k_in;
     sv->q = q;
     sv->k = k;
     sv->v = v;

@@ -37,6 +37,18 @@ class SeedScope {
   uint64_t previous_state_;
 };
 
+// The position-wise feed-forward block in training: out = dropout_out(linear2(dropout_hidden(act(linear1(x)))))
+// (gated: act(a)·b), saving what ffn_backward needs; ffn_backward returns dx and accumulates linear1/linear2's
+// gradients. Seeds are drawn from next_seed() in the forward and replayed.
+struct FfnSaved {
+  Tensor in, pre, hidden;  // linear1's input, its pre-activation (or the gated [a | b]), linear2's input
+  uint64_t seed_hidden = 0, seed_out = 0;
+};
+Tensor ffn_forward_train(FfnSaved& sv, const Tensor& x, const Linear& linear1, const Linear& linear2,
+                         Activation activation, double p_hidden, double p_out);
+Tensor ffn_backward(const FfnSaved& sv, const Tensor& dout, const Linear& linear1, const Linear& linear2,
+                    Activation activation, double p_hidden, double p_out);
+
 // Training-mode run of encoder layers in order (one layer may appear several times: shared parameters). Layer i
 // runs under SeedScope(seeds[i]). Without checkpointing each layer saves what its backward needs; with it only
 // the layers' inputs are kept, and backward re-runs layer i's forward (same input, masks and seeds, so the same

@@ -72,7 +72,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
                                         const Tensor& memory_key_padding_mask, bool tgt_is_causal,
                                         bool memory_is_causal) const {
   ENCORE_CHECK(tgt.defined() && memory.defined(), "TransformerDecoderLayer: tgt and memory are required");
-  if (training_) clear_saved();  // decoder backward is not implemented yet: nothing may accumulate
+  if (training_) clear_saved();
   if (tgt.dim() == 2) {
     ENCORE_CHECK(memory.dim() == 2, "TransformerDecoderLayer: unbatched tgt needs 2-D memory, got ", memory.shape_str());
     auto u = [](const Tensor& m) { return m.defined() ? m.unsqueeze(0) : m; };
@@ -94,6 +94,9 @@ Tensor TransformerDecoderLayer::forward_batch_first(const Tensor& x, const Tenso
                                                     bool memory_is_causal) const {
   check_shape(x, "tgt", {-1, -1, d_model});
   check_shape(memory, "memory", {x.size(0), -1, d_model});
+  if (training_)
+    return forward_train(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                         tgt_is_causal, memory_is_causal);
   auto drop = [&](const Tensor& t) { return ops::dropout_forward(t, dropout, training_, detail::next_seed()); };
   auto sa_block = [&](const Tensor& h) {
     return drop(self_attn.forward_batch_first(h, h, h, tgt_key_padding_mask, false, tgt_mask, false, tgt_is_causal).output);

@@ -7,17 +7,62 @@
 
 namespace encore::nn {
 
+namespace detail {
+
+Tensor ffn_forward_train(FfnSaved& sv, const Tensor& x, const Linear& linear1, const Linear& linear2,
+                         Activation activation, double p_hidden, double p_out) {
+  const kernels::Act act = pointwise_act(activation);
+  sv.in = x;
+  Tensor hidden;
+  if (is_gated(activation)) {
+    sv.pre = ops::linear_forward(x, linear1.weight, linear1.bias);
+    hidden = ops::gated_forward(sv.pre, act);
+  } else {
+    hidden = ops::linear_forward_train(&sv.pre, x, linear1.weight, linear1.bias, act);
+  }
+  sv.seed_hidden = next_seed();
+  sv.hidden = ops::dropout_forward(hidden, p_hidden, true, sv.seed_hidden);
+  sv.seed_out = next_seed();
+  return ops::dropout_forward(ops::linear_forward(sv.hidden, linear2.weight, linear2.bias), p_out, true, sv.seed_out);
+}
+
+Tensor ffn_backward(const FfnSaved& sv, const Tensor& dout, const Linear& linear1, const Linear& linear2,
+                    Activation activation, double p_hidden, double p_out) {
+  auto grad = [](const Tensor& g, const Tensor& p) -> Tensor* {  // the module's gradient buffer, zeros on first use
+    Tensor& buf = const_cast<Tensor&>(g);
+    if (!buf.defined() || buf.shape() != p.shape()) buf = Tensor::zeros(p.shape());
+    return &buf;
+  };
+  const kernels::Act act = pointwise_act(activation);
+  // in the forward pass this was:  out = dropout_out(hidden·W2ᵀ + b2)
+  Tensor dlin2, dhidden, dpre, din;
+  ops::dropout_backward(&dlin2, dout, p_out, true, sv.seed_out);
+  ops::linear_backward(&dhidden, grad(linear2.dweight, linear2.weight),
+                       linear2.bias.defined() ? grad(linear2.dbias, linear2.bias) : nullptr, dlin2, Tensor(), sv.hidden,
+                       linear2.weight);
+  // in the forward pass this was:  hidden = dropout_hidden(act(in·W1ᵀ + b1))  (gated: act(a)·b)
+  ops::dropout_backward(&dhidden, dhidden, p_hidden, true, sv.seed_hidden);
+  Tensor* dw1 = grad(linear1.dweight, linear1.weight);
+  Tensor* db1 = linear1.bias.defined() ? grad(linear1.dbias, linear1.bias) : nullptr;
+  if (is_gated(activation)) {
+    ops::gated_backward(&dpre, dhidden, sv.pre, act);
+    ops::linear_backward(&din, dw1, db1, dpre, Tensor(), sv.in, linear1.weight);
+  } else {
+    ops::linear_backward(&din, dw1, db1, dhidden, sv.pre, sv.in, linear1.weight, act);
+  }
+  return din;
+}
+
+}  // namespace detail
+
 struct EncoderLayerSaved {
-  Tensor ffn_in;   // input of linear1 (norm1's output post-LN, norm2's pre-LN)
-  Tensor ffn_pre;  // linear1's pre-activation, or the gated [a | b]
-  Tensor hidden;   // input of linear2 (after dropout)
-  uint64_t seed_attn = 0, seed_hidden = 0, seed_ffn = 0;
+  detail::FfnSaved ffn;
+  uint64_t seed_attn = 0;
 };
 
 Tensor TransformerEncoderLayer::forward_train(const Tensor& x, const Tensor& src_mask, const Tensor& kpm,
                                               bool is_causal, Tensor* attn_weights) const {
   auto sv = std::make_shared<EncoderLayerSaved>();
-  const kernels::Act act = detail::pointwise_act(activation);
   auto sa_block = [&](const Tensor& h) {
     AttentionResult r = self_attn.forward_batch_first(h, h, h, kpm, attn_weights != nullptr, src_mask, false, is_causal);
     if (attn_weights) *attn_weights = r.weights;
@@ -25,19 +70,8 @@ Tensor TransformerEncoderLayer::forward_train(const Tensor& x, const Tensor& src
     return ops::dropout_forward(r.output, dropout_sites_.attention_output, true, sv->seed_attn);
   };
   auto ff_block = [&](const Tensor& h) {
-    sv->ffn_in = h;
-    Tensor hidden;
-    if (detail::is_gated(activation)) {
-      sv->ffn_pre = ops::linear_forward(h, linear1.weight, linear1.bias);
-      hidden = ops::gated_forward(sv->ffn_pre, act);
-    } else {
-      hidden = ops::linear_forward_train(&sv->ffn_pre, h, linear1.weight, linear1.bias, act);
-    }
-    sv->seed_hidden = detail::next_seed();
-    sv->hidden = ops::dropout_forward(hidden, dropout_sites_.ffn_hidden, true, sv->seed_hidden);
-    sv->seed_ffn = detail::next_seed();
-    return ops::dropout_forward(ops::linear_forward(sv->hidden, linear2.weight, linear2.bias),
-                                dropout_sites_.ffn_output, true, sv->seed_ffn);
+    return detail::ffn_forward_train(sv->ffn, h, linear1, linear2, activation, dropout_sites_.ffn_hidden,
+                                     dropout_sites_.ffn_output);
   };
   Tensor out;
   if (norm_first) {
@@ -77,26 +111,9 @@ Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in, Tens
   auto sv = pop_saved<EncoderLayerSaved>("TransformerEncoderLayer");
   check_shape(dout_in, "grad_output", {-1, -1, d_model});
   const Tensor dout = dout_in.contiguous();
-  const kernels::Act act = detail::pointwise_act(activation);
-  // Gradient of ff_block's input from the gradient of its output (accumulates linear1/linear2 grads).
   auto ff_backward = [&](const Tensor& dff) {
-    // in the forward pass this was:  out = dropout(hidden·W2ᵀ + b2)
-    Tensor dlin2, dhidden, dpre, din;
-    ops::dropout_backward(&dlin2, dff, dropout_sites_.ffn_output, true, sv->seed_ffn);
-    ops::linear_backward(&dhidden, &grad_of(const_cast<Tensor&>(linear2.dweight), linear2.weight),
-                         linear2.bias.defined() ? &grad_of(const_cast<Tensor&>(linear2.dbias), linear2.bias) : nullptr,
-                         dlin2, Tensor(), sv->hidden, linear2.weight);
-    // in the forward pass this was:  hidden = dropout(act(ffn_in·W1ᵀ + b1))  (gated: act(a)·b)
-    ops::dropout_backward(&dhidden, dhidden, dropout_sites_.ffn_hidden, true, sv->seed_hidden);
-    Tensor* dw1 = &grad_of(const_cast<Tensor&>(linear1.dweight), linear1.weight);
-    Tensor* db1 = linear1.bias.defined() ? &grad_of(const_cast<Tensor&>(linear1.dbias), linear1.bias) : nullptr;
-    if (detail::is_gated(activation)) {
-      ops::gated_backward(&dpre, dhidden, sv->ffn_pre, act);
-      ops::linear_backward(&din, dw1, db1, dpre, Tensor(), sv->ffn_in, linear1.weight);
-    } else {
-      ops::linear_backward(&din, dw1, db1, dhidden, sv->ffn_pre, sv->ffn_in, linear1.weight, act);
-    }
-    return din;
+    return detail::ffn_backward(sv->ffn, dff, linear1, linear2, activation, dropout_sites_.ffn_hidden,
+                                dropout_sites_.ffn_output);
   };
   auto sa_backward = [&](const Tensor& dsa) {
     // in the forward pass this was:  a = dropout(self_attn(h))
