@@ -17,7 +17,8 @@ point (the acceptance criterion) and both beat 65% on balanced classes (chance 5
 Measured (this machine, shared, load ~8): encore 0.7422, torch 0.7422 held-out accuracy; step-0 loss 0.698996 in
 both; mean loss of the last 10 steps 0.5400 in both.
 Cost: 1,024 training reviews x 1 epoch (64 steps of 16 x ~35 tokens, ~75 GFLOP each) + 512 held-out, once in each
-library: roughly a minute or two per library on 2 quiet cores (15.6 min wall in all at load ~8). A larger run by hand: tests/tools/rotten_tomatoes.py writes splits,
+library: this test plus test_embedding_train.py's learning test took 195 s together at load ~1 (15.6 min for
+this test alone at load ~8). A larger run by hand: tests/tools/rotten_tomatoes.py writes splits,
 then `encore train --data train.jsonl --eval-data eval.jsonl ...` (see the README).
 """
 import csv
