@@ -15,21 +15,22 @@
 
 #include "encore/error.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/onednn.hpp"
 #include "runtime/parallel.hpp"
 
 namespace encore::kernels {
 
-namespace {
-
-dnnl::engine& cpu_engine() {
+dnnl::engine& onednn_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
 
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(cpu_engine());
+dnnl::stream& onednn_thread_stream() {
+  thread_local dnnl::stream stream(onednn_engine());
   return stream;
 }
+
+namespace {
 
 struct LinearKey {
   int64_t M, K, N;
@@ -95,9 +96,9 @@ class LinearCache {
     }
     if (k.has_bias) {
       dnnl::memory::desc bias({1, k.N}, dt::f32, tag::ab);
-      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr, cpu_engine()));
+      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr, onednn_engine()));
     }
-    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, cpu_engine()));
+    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, onednn_engine()));
   }
 
   std::mutex mutex_;
@@ -119,14 +120,14 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
   using tag = dnnl::memory::format_tag;
   LinearKey key{M, K, N, bias != nullptr, act};
   dnnl::matmul prim = linear_cache().get(key);
-  auto& eng = cpu_engine();
+  auto& eng = onednn_engine();
   dnnl::memory src({{M, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in));
   dnnl::memory wei({{K, N}, dt::f32, tag::ba}, eng, const_cast<float*>(weight));
   dnnl::memory dst({{M, N}, dt::f32, tag::ab}, eng, out);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias)));
-  prim.execute(thread_stream(), args);
-  thread_stream().wait();
+  prim.execute(onednn_thread_stream(), args);
+  onednn_thread_stream().wait();
 }
 
 void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
@@ -158,10 +159,10 @@ class OneDnnPackedLinear final : public PackedLinear {
     // weights descriptor (oneDNN's brgemm matmul picks its blocking from K, N and the ISA, not from M).
     auto pd = make_pd(128, Act::none, dnnl::memory::desc({K, N}, wdt_, tag::any));
     packed_desc_ = pd.weights_desc();
-    dnnl::memory src_w({{K, N}, dt::f32, tag::ba}, cpu_engine(), const_cast<float*>(weight));
-    packed_ = dnnl::memory(packed_desc_, cpu_engine());
-    dnnl::reorder(src_w, packed_).execute(thread_stream(), src_w, packed_);
-    thread_stream().wait();
+    dnnl::memory src_w({{K, N}, dt::f32, tag::ba}, onednn_engine(), const_cast<float*>(weight));
+    packed_ = dnnl::memory(packed_desc_, onednn_engine());
+    dnnl::reorder(src_w, packed_).execute(onednn_thread_stream(), src_w, packed_);
+    onednn_thread_stream().wait();
     if (bias) {
       bias_.assign(bias, bias + N);
     }
@@ -189,7 +190,7 @@ class OneDnnPackedLinear final : public PackedLinear {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const auto prim = get(M, act);
-    auto& eng = cpu_engine();
+    auto& eng = onednn_engine();
     // Grow-only per-thread scratch (no allocation in steady state); the scratchpad is the thread's own because
     // two threads may run the same primitive at once.
     thread_local std::vector<uint16_t> in_bf16;
@@ -210,8 +211,8 @@ class OneDnnPackedLinear final : public PackedLinear {
                                                {DNNL_ARG_SCRATCHPAD, dnnl::memory(prim->scratchpad, eng, pad.data())}};
     if (!bias_.empty())
       args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias_.data())));
-    prim->matmul.execute(thread_stream(), args);
-    thread_stream().wait();
+    prim->matmul.execute(onednn_thread_stream(), args);
+    onednn_thread_stream().wait();
   }
 
   dnnl::matmul::primitive_desc make_pd(int64_t M, Act act, const dnnl::memory::desc& wei) const {
@@ -226,8 +227,8 @@ class OneDnnPackedLinear final : public PackedLinear {
       attr.set_post_ops(ops);
     }
     // Bias presence is part of the primitive; the constructor passes none while resolving the layout.
-    if (!bias_.empty()) return {dnnl::matmul::desc(src, wei, bias, dst), attr, cpu_engine()};
-    return {dnnl::matmul::desc(src, wei, dst), attr, cpu_engine()};
+    if (!bias_.empty()) return {dnnl::matmul::desc(src, wei, bias, dst), attr, onednn_engine()};
+    return {dnnl::matmul::desc(src, wei, dst), attr, onednn_engine()};
   }
 
   struct Primitive {

@@ -39,6 +39,7 @@
 
 #include "encore/error.hpp"
 #include "kernels/kernels.hpp"
+#include "kernels/onednn.hpp"
 #include "runtime/parallel.hpp"
 
 namespace encore::kernels {
@@ -311,23 +312,13 @@ namespace {
 // at most 255·127·K.
 constexpr int64_t kMaxK = 65536;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(cpu_engine());
-  return stream;
-}
-
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
 dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, const dnnl::memory::desc& wei,
                                      const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
   dnnl::memory::desc src({M, K}, dt::u8, tag::ab), dst({M, N}, dt::s32, tag::ab);
-  return {dnnl::matmul::desc(src, wei, dst), attr, cpu_engine()};
+  return {dnnl::matmul::desc(src, wei, dst), attr, onednn_engine()};
 }
 
 // Per-thread scratch reused across calls (forward() may run concurrently from several threads): grow-only.
@@ -390,10 +381,10 @@ class OneDnnInt8Linear final : public PackedLinear {
     // Packed layout resolved once with a representative M (as OneDnnPackedLinear: brgemm's blocking depends
     // on K, N and the ISA, not on M).
     packed_desc_ = make_pd(128, K, N, dnnl::memory::desc({K, N}, dt::s8, tag::any)).weights_desc();
-    dnnl::memory src_w({{K, N}, dt::s8, tag::ba}, cpu_engine(), const_cast<int8_t*>(qw.q.data()));
-    packed_ = dnnl::memory(packed_desc_, cpu_engine());
-    dnnl::reorder(src_w, packed_).execute(thread_stream(), src_w, packed_);
-    thread_stream().wait();
+    dnnl::memory src_w({{K, N}, dt::s8, tag::ba}, onednn_engine(), const_cast<int8_t*>(qw.q.data()));
+    packed_ = dnnl::memory(packed_desc_, onednn_engine());
+    dnnl::reorder(src_w, packed_).execute(onednn_thread_stream(), src_w, packed_);
+    onednn_thread_stream().wait();
   }
 
   // One parallel region per call: each thread quantizes its share of the rows, runs the integer GEMM on them
@@ -423,15 +414,15 @@ class OneDnnInt8Linear final : public PackedLinear {
     if (!plain_.empty()) {
       gemm_u8s8s32_ref(acc, q, plain_.data(), M, K, N);
     } else {
-      auto& eng = cpu_engine();
+      auto& eng = onednn_engine();
       const std::shared_ptr<const Primitive> p = get(M);
       uint8_t* pad = grown(s.scratchpad, static_cast<int64_t>(p->scratchpad.get_size()));
       dnnl::memory src({{M, K}, dt::u8, tag::ab}, eng, q);
       dnnl::memory dst({{M, N}, dt::s32, tag::ab}, eng, acc);
       dnnl::memory scratchpad(p->scratchpad, eng, pad);
-      p->matmul.execute(thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst},
+      p->matmul.execute(onednn_thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst},
                                          {DNNL_ARG_SCRATCHPAD, scratchpad}});
-      thread_stream().wait();
+      onednn_thread_stream().wait();
     }
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     const int64_t C = static_cast<int64_t>(columns_.size());
