@@ -21,6 +21,17 @@ PYBIND11_MODULE(_encore, m) {
   m.def("get_num_threads", &encore::get_num_threads);
   m.def("runtime_info", &encore::runtime_info, "ISA, kernel table, GEMM engine and threads in use");
   m.def("manual_seed", &nn::manual_seed, py::arg("seed"));
+  m.def(
+      "memory_stats",
+      [] {
+        const encore::MemoryStats s = encore::memory_stats();
+        py::dict d;
+        d["current_bytes"] = s.current_bytes;
+        d["peak_bytes"] = s.peak_bytes;
+        return d;
+      },
+      "bytes held by encore's own tensors now and at peak (not mapped checkpoint weights, not prepared GEMM "
+      "weights, not cached free blocks)");
 
   bind_models(m);
   bind_text(m);

@@ -69,6 +69,15 @@ class Module {
     saved_.clear();
     return *this;
   }
+  // Moves keep the parameters' storage (a checkpoint's mapped weights stay mapped, nothing is copied).
+  Module(Module&& other) noexcept
+      : saved_(std::move(other.saved_)), training_(other.training_), name_(std::move(other.name_)) {}
+  Module& operator=(Module&& other) noexcept {
+    training_ = other.training_;
+    name_ = std::move(other.name_);
+    saved_ = std::move(other.saved_);
+    return *this;
+  }
   virtual ~Module() = default;
 
   // Parameters with torch's state_dict names, in registration order.
@@ -271,6 +280,9 @@ class TransformerEncoderLayer : public Module {
                           bool batch_first = false, bool norm_first = false, bool bias = true);
   TransformerEncoderLayer(const TransformerEncoderLayer& other);  // deep copy (torch's copy.deepcopy)
   TransformerEncoderLayer& operator=(const TransformerEncoderLayer& other);
+  // Moves share nothing new: the parameters keep their storage (loaders move layers into place).
+  TransformerEncoderLayer(TransformerEncoderLayer&& other) noexcept = default;
+  TransformerEncoderLayer& operator=(TransformerEncoderLayer&& other) noexcept = default;
 
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false) const;
@@ -352,8 +364,10 @@ class TransformerDecoderLayer : public Module {
   TransformerDecoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
                           const std::string& activation = "relu", double layer_norm_eps = 1e-5,
                           bool batch_first = false, bool norm_first = false, bool bias = true);
-  TransformerDecoderLayer(const TransformerDecoderLayer& other);
+  TransformerDecoderLayer(const TransformerDecoderLayer& other);  // deep copy
   TransformerDecoderLayer& operator=(const TransformerDecoderLayer& other);
+  TransformerDecoderLayer(TransformerDecoderLayer&& other) noexcept = default;  // keeps the parameters' storage
+  TransformerDecoderLayer& operator=(TransformerDecoderLayer&& other) noexcept = default;
 
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),

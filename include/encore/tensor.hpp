@@ -65,6 +65,15 @@ class Tensor {
   // Wraps external memory without copying; owner keeps it alive. Strides in elements (empty = contiguous).
   static Tensor wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner,
                      const Shape& strides = {});
+  // The same for memory in a read-only private file mapping (a checkpoint's weights): its pages can be given
+  // back to the OS and are read from the file again when touched (see release_resident_pages).
+  static Tensor wrap_file_mapping(const void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner);
+
+  // For a tensor wrapped with wrap_file_mapping: drops the pages that hold its elements from this process's
+  // resident memory (madvise MADV_DONTNEED; the values do not change, a later read faults them in from the
+  // file). Called once a weight has been copied into a prepared form, so that resident memory holds one copy
+  // of it, not two. Returns the bytes advised; 0 for any other tensor (memory of our own is never dropped).
+  int64_t release_resident_pages() const;
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

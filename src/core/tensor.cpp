@@ -7,6 +7,9 @@
 #include <cstring>
 #include <numeric>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace encore {
 
 namespace {
@@ -33,7 +36,8 @@ class Storage {
     owned_ = true;
     note_alloc(static_cast<int64_t>(bytes_));
   }
-  Storage(void* data, std::shared_ptr<void> owner) : data_(data), owner_(std::move(owner)) {}
+  Storage(void* data, std::shared_ptr<void> owner, bool file_mapping = false)
+      : data_(data), owner_(std::move(owner)), file_mapping_(file_mapping) {}
   ~Storage() {
     if (owned_) {
       core::storage_release(data_, capacity_);
@@ -43,12 +47,14 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
+  bool file_mapping() const { return file_mapping_; }
 
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0, capacity_ = 0;
   bool owned_ = false;
   std::shared_ptr<void> owner_;
+  bool file_mapping_ = false;  // read-only private file mapping: pages may be dropped and re-read
 };
 
 size_t dtype_size(DType dtype) {
@@ -160,6 +166,28 @@ Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr
                encore::shape_str(shape));
   t.dtype_ = dtype;
   return t;
+}
+
+Tensor Tensor::wrap_file_mapping(const void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
+  Tensor t = wrap(const_cast<void*>(data), shape, dtype, nullptr);
+  t.storage_ = std::make_shared<Storage>(const_cast<void*>(data), std::move(owner), /*file_mapping=*/true);
+  return t;
+}
+
+int64_t Tensor::release_resident_pages() const {
+  if (!defined() || !storage_->file_mapping() || numel() == 0) return 0;
+  // The elements span [lowest, highest] bytes of the view; whole pages covering them are dropped. A page
+  // shared with a neighbouring tensor is harmless to drop too: the mapping is read-only and private, so it
+  // holds no changes of ours, and the neighbour's next read brings the page back from the file.
+  int64_t lo = 0, hi = 0;
+  for (size_t d = 0; d < shape_.size(); ++d) (strides_[d] < 0 ? lo : hi) += (shape_[d] - 1) * strides_[d];
+  const size_t elem = dtype_size(dtype_);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(raw_data()) + static_cast<uintptr_t>(lo * static_cast<int64_t>(elem));
+  const uintptr_t last = reinterpret_cast<uintptr_t>(raw_data()) + static_cast<uintptr_t>(hi * static_cast<int64_t>(elem)) + elem;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = first & ~(page - 1), end = (last + page - 1) & ~(page - 1);
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;  // advice only
+  return static_cast<int64_t>(end - begin);
 }
 
 int64_t Tensor::size(int64_t d) const {

@@ -197,7 +197,7 @@ Tensor SafetensorsFile::get_f32(const std::string& name) const {
   const uint8_t* p = data_of(info);
   const int64_t n = static_cast<int64_t>((info.end - info.begin) / dtype_bytes(info.dtype));
   if (info.dtype == StDType::F32 && reinterpret_cast<uintptr_t>(p) % 4 == 0)
-    return Tensor::wrap(const_cast<uint8_t*>(p), info.shape, DType::f32, mapping_);
+    return Tensor::wrap_file_mapping(p, info.shape, DType::f32, mapping_);
   Tensor t = Tensor::empty(info.shape);
   float* out = t.data<float>();
   switch (info.dtype) {
@@ -259,7 +259,7 @@ Tensor SafetensorsFile::get_i8(const std::string& name) const {
   ENCORE_CHECK(it != tensors_.end(), "safetensors file '", path_, "': no tensor named '", name, "'");
   ENCORE_CHECK(it->second.dtype == StDType::I8, "safetensors file '", path_, "': tensor '", name, "' has dtype ",
                st_dtype_name(it->second.dtype), ", expected I8");
-  return Tensor::wrap(const_cast<uint8_t*>(data_of(it->second)), it->second.shape, DType::i8, mapping_);
+  return Tensor::wrap_file_mapping(data_of(it->second), it->second.shape, DType::i8, mapping_);
 }
 
 const uint8_t* SafetensorsFile::raw_data(const std::string& name) const {

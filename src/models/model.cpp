@@ -108,6 +108,7 @@ Tensor cat_rows(const std::vector<Tensor>& parts) {
   int64_t r = 0;
   for (auto& p : parts) {
     out.slice(0, r, r + p.size(0)).copy_from(p);
+    p.release_resident_pages();
     r += p.size(0);
   }
   return out;

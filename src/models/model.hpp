@@ -59,7 +59,8 @@ class Weights {
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
-// Rows stacked: cat([a; b; c], dim 0) for packing Q, K, V projections into one GEMM.
+// Rows stacked: cat([a; b; c], dim 0) for packing Q, K, V projections into one GEMM. The result is a copy, so
+// the parts' pages in a checkpoint's file mapping are released (Tensor::release_resident_pages) once copied.
 Tensor cat_rows(const std::vector<Tensor>& parts);
 
 // hidden_act of config.json -> encore activation name (gelu = erf; gelu_new and gelu_pytorch_tanh = tanh).

@@ -119,6 +119,7 @@ void MultiheadAttention::prepare_own(DType dtype) {
         in_proj_weight.contiguous().data<float>(),
         in_proj_bias.defined() ? in_proj_bias.contiguous().data<float>() : nullptr, 3 * embed_dim, embed_dim,
         detail::precision_of(dtype));
+  in_proj_weight.release_resident_pages();  // forward() reads the prepared copy
 }
 
 static bool same_tensor(const Tensor& a, const Tensor& b) {

@@ -225,6 +225,7 @@ void Linear::prepare_own(DType dtype) {
   packed = kernels::PackedLinear::create(weight.contiguous().data<float>(),
                                          bias.defined() ? bias.contiguous().data<float>() : nullptr, out_features,
                                          in_features, detail::precision_of(dtype));
+  weight.release_resident_pages();  // forward() reads the prepared copy; a checkpoint's pages can go
 }
 
 // ---------------- LayerNorm / RMSNorm ----------------
