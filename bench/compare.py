@@ -479,8 +479,49 @@ def print_scenario(s, res, engines):
     sys.stdout.flush()
 
 
-def evaluate_targets(results):
-    """The issue's targets, all on bert-base, from this run's numbers. Each: (target, measured, verdict)."""
+# BERT-base's Linear shapes (K, N) per layer, and what one token costs in each (2·K·N FLOPs).
+BERT_BASE_LINEARS = [(768, 2304), (768, 768), (768, 3072), (3072, 768)]
+BERT_BASE = {"layers": 12, "hidden": 768}
+
+
+def gemm_ceiling(threads, microbench):
+    """bench/cpp/gemm_ceiling.cpp, run before any engine starts: the FMA peak of the machine and encore's prepared
+    GEMM at BERT-base's Linear shapes for 8 x 128 tokens (M = 1024). From these, the GEMM-only ceiling of
+    BERT-base 8x128 in tokens/s: every Linear at its measured GEMM rate, attention's 4·T·d FLOPs per token and
+    layer at the best of those rates, and nothing else (no LayerNorm, GELU, softmax, residual, threading cost):
+    no engine built on these GEMMs can be faster. None when the micro-benchmark is not built."""
+    if not os.path.exists(microbench):
+        return None
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    r = subprocess.run([microbench, "--benchmark_format=json", "--benchmark_min_time=0.3",
+                        "--benchmark_repetitions=5", "--benchmark_filter=FmaPeak|PackedLinear/.*/M:1024/"],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip()[-300:]}
+    rates = {}  # the best of the repetitions: a ceiling is what the machine was seen to do
+    for b in json.loads(r.stdout)["benchmarks"]:
+        if b.get("run_type") == "iteration" and not b.get("error_occurred") and "GFLOPs" in b:
+            name = b["run_name"].removesuffix("/real_time")
+            rates[name] = max(rates.get(name, 0.0), b["GFLOPs"])
+    out = {"fma_peak": max((v for k, v in rates.items() if k.startswith("FmaPeak")), default=None),
+           "threads": threads}
+    L, d, T = BERT_BASE["layers"], BERT_BASE["hidden"], 128
+    for dtype in ("fp32", "bf16"):
+        shape_rates = [rates.get(f"PackedLinear/{dtype}/M:1024/K:{k}/N:{n}") for k, n in BERT_BASE_LINEARS]
+        if None in shape_rates:
+            continue
+        seconds_per_token = L * (sum(2 * k * n / (g * 1e9) for (k, n), g in zip(BERT_BASE_LINEARS, shape_rates))
+                                 + 4 * T * d / (max(shape_rates) * 1e9))
+        flops = sum(2 * k * n for k, n in BERT_BASE_LINEARS) * L
+        out[dtype] = {"gemm_gflops": {f"{k}x{n}": g for (k, n), g in zip(BERT_BASE_LINEARS, shape_rates)},
+                      "mean_gflops": flops / (seconds_per_token - L * 4 * T * d / (max(shape_rates) * 1e9)) / 1e9,
+                      "tokens_per_s": 1.0 / seconds_per_token}
+    return out
+
+
+def evaluate_targets(results, ceiling=None):
+    """The issue's targets, all on bert-base, from this run's numbers. Each: (target, measured, verdict). With the
+    GEMM ceiling measured, the fp32 and bf16 rows also say how far the target lies from it."""
     out = []
     r8 = results.get("bert-base:8x128", {})
     rv = results.get("bert-base:varlen", {})
@@ -502,9 +543,24 @@ def evaluate_targets(results):
         x = mine / best
         return label, f"{x:.2f}x ({name} {mine:.0f} vs {peer} {best:.0f} tokens/s)", verdict(x, goal)
 
-    out.append(versus(r8, "encore:fp32", ["onnxruntime:fp32"], 1.15, "fp32 bert-base 8x128 >= 1.15x ONNX Runtime"))
-    out.append(versus(r8, "encore:bf16", ["torch-eager:bf16", "torch-fastpath:bf16"], 2.5,
-                      "bf16 bert-base 8x128 >= 2.5x torch bf16 (the faster of eager and fast path)"))
+    def against_ceiling(row, dtype, peers, goal):
+        label, measured, verdict = row
+        c = (ceiling or {}).get(dtype)
+        theirs = [tps(r8, p) for p in peers if tps(r8, p)]
+        mine = tps(r8, f"encore:{dtype}")
+        if not c or not theirs or not mine:
+            return row
+        need = goal * max(theirs)
+        return (label, f"{measured}; needs {need:.0f} tokens/s, GEMM-only ceiling {c['tokens_per_s']:.0f} "
+                       f"(encore at {100 * mine / c['tokens_per_s']:.0f}% of it)", verdict)
+
+    out.append(against_ceiling(versus(r8, "encore:fp32", ["onnxruntime:fp32"], 1.15,
+                                      "fp32 bert-base 8x128 >= 1.15x ONNX Runtime"),
+                               "fp32", ["onnxruntime:fp32"], 1.15))
+    bf16_peers = ["torch-eager:bf16", "torch-fastpath:bf16"]
+    out.append(against_ceiling(versus(r8, "encore:bf16", bf16_peers, 2.5,
+                                      "bf16 bert-base 8x128 >= 2.5x torch bf16 (the faster of eager and fast path)"),
+                               "bf16", bf16_peers, 2.5))
     out.append(versus(r8, "encore:int8", ["encore:bf16"], 1.5, "int8 bert-base 8x128 >= 1.5x encore bf16"))
     out.append(versus(rv, "encore:fp32", ["onnxruntime:fp32"], 1.5,
                       "varlen bert-base: real-token throughput >= 1.5x ONNX Runtime's on the padded batch (fp32)"))
@@ -628,6 +684,21 @@ def write_results(path, run):
     lines += ["", "## Targets (bert-base, this run)", "", "| target | measured | verdict |", "|---|---|---|"]
     for label, measured, verdict in run["targets"]:
         lines += [f"| {label} | {measured} | {verdict} |"]
+    c = run.get("ceiling")
+    if c and "error" not in c:
+        lines += ["", "## GEMM ceiling (bench/cpp/gemm_ceiling.cpp, run before the engines)", "",
+                  f"FMA peak of the machine with {c['threads']} threads: {c['fma_peak']:.0f} GFLOP/s fp32 "
+                  "(independent fused multiply-add chains on full-width registers). Each rate is the best of 5 "
+                  "repetitions. encore's prepared GEMM "
+                  "(oneDNN, weights reordered once) at BERT-base's Linear shapes for 8 x 128 tokens (M = 1024):", ""]
+        lines += ["| dtype | " + " | ".join(f"K x N = {k} x {n}" for k, n in BERT_BASE_LINEARS)
+                  + " | GEMM-only ceiling, bert-base 8x128 |", "|---" * (len(BERT_BASE_LINEARS) + 2) + "|"]
+        for d in ("fp32", "bf16"):
+            if d in c:
+                lines += [f"| {d} | " + " | ".join(f"{g:.0f} GFLOP/s" for g in c[d]["gemm_gflops"].values())
+                          + f" | {c[d]['tokens_per_s']:.0f} tokens/s |"]
+        lines += ["", "The ceiling counts every Linear at its measured GEMM rate and attention's matmuls at the best "
+                  "of them, and nothing else: an engine built on these GEMMs cannot pass it.", ""]
     lines += ["", "## Tokens/s (real tokens / p50 latency)", ""]
     names = [n for n in run["engine_names"]
              if any(n in mr["engines"] and not mr["engines"][n]["unavailable"] and not mr["engines"][n]["failed"]
@@ -682,6 +753,8 @@ def main():
                     help="untimed rounds after the check call (default 1; 0 when the check round took longer "
                          "than --budget)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--microbench", default=os.path.join(REPO, "build", "encore_microbench"),
+                    help="bench/cpp's Google Benchmark binary, for the GEMM ceiling (skipped when absent)")
     ap.add_argument("--quick", action="store_true",
                     help=f"scenarios {','.join(QUICK)}, --budget 4, --min-rounds 3")
     ap.add_argument("--write-results", action="store_true", help="regenerate bench/RESULTS.md from this run")
@@ -704,6 +777,11 @@ def main():
     print(f"bench/compare: {len(scenarios)} scenarios x {len(names)} engines, {args.threads} threads, "
           f"encore from {args.encore_python}; load average {loadavg}", flush=True)
     models = prepare(args, names)
+    ceiling = gemm_ceiling(args.threads, args.microbench)
+    if ceiling and "error" not in ceiling:
+        print(f"GEMM ceiling: FMA peak {ceiling['fma_peak']:.0f} GFLOP/s; " + "; ".join(
+            f"{d} GEMMs {ceiling[d]['mean_gflops']:.0f} GFLOP/s -> bert-base 8x128 <= {ceiling[d]['tokens_per_s']:.0f}"
+            " tokens/s" for d in ("fp32", "bf16") if d in ceiling), flush=True)
     env = worker_env(args.threads)
     run = {"models": {}, "results": {}, "scenario_objs": {}, "engine_names": names}
     with tempfile.TemporaryDirectory(prefix="encore-compare-") as log_dir:
@@ -720,7 +798,8 @@ def main():
     hz = os.sysconf("SC_CLK_TCK")
     wall = time.time() - t_start
     other = max(0.0, (busy1[0] - busy0[0]) / hz - (own1 - own0))
-    run.update(targets=evaluate_targets(run["results"]), machine=machine_info(), versions=versions(),
+    run.update(targets=evaluate_targets(run["results"], ceiling), ceiling=ceiling, machine=machine_info(),
+               versions=versions(),
                threads=args.threads, date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
                duration_min=wall / 60, loadavg_start=loadavg,
                other_cpu_fraction=other / (wall * (os.cpu_count() or 1)),

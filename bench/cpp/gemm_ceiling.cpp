@@ -1,0 +1,115 @@
+// What the hardware and the GEMM library allow, to read bench/compare's end-to-end numbers against.
+//
+//   ./build/encore_microbench                                  # all, with GFLOP/s counters
+//   ./build/encore_microbench --benchmark_format=json          # what bench/compare.py reads
+//
+// FmaPeak/<isa>: every thread (OpenMP, as many as encore uses) runs 12 independent chains of fused multiply-adds
+// on full-width registers, so the FMA units are never waiting for a result: FLOP/s = 2 x lanes x FMAs per second.
+// This is the machine's fp32 ceiling for any GEMM (AVX-512: 16 lanes; AVX2: 8 lanes; on CPUs that run
+// 512-bit operations as two 256-bit halves the two give the same FLOP/s).
+//
+// PackedLinear/<dtype>/M/K/N: encore's prepared linear (oneDNN matmul on weights reordered once, the path every
+// encoder layer takes), out(M, N) = in(M, K) · W(N, K)ᵀ + b, at the shapes of a BERT-base layer (K x N =
+// 768 x 2304 packed Q/K/V, 768 x 768 attention output, 768 x 3072 and 3072 x 768 feed-forward) for 1, 8 and 32
+// sequences of 128 tokens (M = 128, 1024, 4096). FLOP count 2·M·K·N.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.hpp"
+
+namespace {
+
+constexpr int kChains = 12;
+constexpr int64_t kStepsPerThread = 1 << 22;
+
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t steps) {
+  __m512 acc[kChains];
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  for (int64_t s = 0; s < steps; ++s)
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 sum = acc[0];
+  for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  float r = 0;
+  for (float x : lanes) r += x;
+  return r;
+}
+
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t steps) {
+  __m256 acc[kChains];
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  for (int64_t s = 0; s < steps; ++s)
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  __m256 sum = acc[0];
+  for (int i = 1; i < kChains; ++i) sum = _mm256_add_ps(sum, acc[i]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, sum);
+  float r = 0;
+  for (float x : lanes) r += x;
+  return r;
+}
+
+template <int Lanes>
+void FmaPeak(benchmark::State& state) {
+  const bool supported =
+      Lanes == 16 ? __builtin_cpu_supports("avx512f") : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+  if (!supported) {
+    state.SkipWithError("this CPU lacks the instruction set");
+    return;
+  }
+  const int threads = omp_get_max_threads();
+  float sink = 0;
+  for (auto _ : state) {
+#pragma omp parallel reduction(+ : sink)
+    sink += Lanes == 16 ? fma_chains_avx512(kStepsPerThread) : fma_chains_avx2(kStepsPerThread);
+  }
+  benchmark::DoNotOptimize(sink);
+  const double flops = 2.0 * Lanes * kChains * static_cast<double>(kStepsPerThread) * threads;
+  state.counters["GFLOPs"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+}
+BENCHMARK_TEMPLATE(FmaPeak, 16)->Name("FmaPeak/avx512")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(FmaPeak, 8)->Name("FmaPeak/avx2")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void PackedLinear(benchmark::State& state, encore::kernels::Precision precision) {
+  const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
+  std::mt19937 rng(0);
+  std::normal_distribution<float> normal;
+  std::vector<float> in(M * K), weight(N * K), bias(N), out(M * N);
+  for (float& x : in) x = normal(rng);
+  for (float& x : weight) x = 0.02f * normal(rng);
+  for (float& x : bias) x = normal(rng);
+  const auto linear = encore::kernels::PackedLinear::create(weight.data(), bias.data(), N, K, precision);
+  if (!linear->native) {
+    state.SkipWithError("no native GEMM for this dtype on this CPU");
+    return;
+  }
+  linear->forward(out.data(), in.data(), M, encore::kernels::Act::none);  // primitive created outside the timing
+  for (auto _ : state) {
+    linear->forward(out.data(), in.data(), M, encore::kernels::Act::none);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * M * K * N * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BertBaseShapes(benchmark::internal::Benchmark* b) {
+  for (int64_t M : {128, 1024, 4096})
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}})
+      b->Args({M, K, N});
+}
+BENCHMARK_CAPTURE(PackedLinear, fp32, encore::kernels::Precision::f32)
+    ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(PackedLinear, bf16, encore::kernels::Precision::bf16)
+    ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
