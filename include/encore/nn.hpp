@@ -248,9 +248,24 @@ class MultiheadAttention : public Module {
   uint64_t dropout_seed = 0;
   std::shared_ptr<const kernels::PackedLinear> packed_in_proj;  // set by prepare_inference (packed Q, K, V)
 
+  // For loaders whose checkpoint keeps query, key and value apart (views of its file mapping, each (E, E)):
+  // in_proj_weight must equal their rows stacked. prepare_inference then frees in_proj_weight, the prepared copy
+  // being all the forward needs, and it is rebuilt from these rows, exactly, when anything else needs it
+  // (listing parameters, training, dropping the prepared copy). A later preparation frees it again only if it
+  // still equals the rows; one that training or load_state_dict changed stays, and the rows are forgotten.
+  // Resident memory after load holds one copy of the projection instead of two.
+  void set_in_proj_rows(std::vector<Tensor> query_key_value);
+
  protected:
   void prepare_own(DType dtype) override;
-  void drop_own() override { packed_in_proj.reset(); }
+  void drop_own() override;
+
+ private:
+  std::vector<Tensor> in_proj_rows_;  // set_in_proj_rows; cleared once in_proj_weight is rebuilt
+  bool in_proj_freed_ = false;        // in_proj_weight freed after preparation; in_proj_rows_ hold it
+  void rebuild_in_proj();             // in_proj_weight from in_proj_rows_ (no-op unless freed)
+  bool in_proj_equals_rows() const;   // in_proj_weight bit for bit the stacked in_proj_rows_
+  Tensor in_proj_rows(int64_t i0, int64_t i1) const;  // rows [i0·E, i1·E) of in_proj_weight, freed or not
 
  public:
   void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;

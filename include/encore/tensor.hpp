@@ -49,7 +49,7 @@ struct AllocatorStats {
   int64_t cached_bytes = 0;        // bytes held in free blocks now
 };
 AllocatorStats allocator_stats();
-void release_cached_memory();  // returns every cached block to the system
+void release_cached_memory();  // returns every cached block, and the C heap's free pages, to the system
 
 class Storage;
 
@@ -74,6 +74,7 @@ class Tensor {
   // file). Called once a weight has been copied into a prepared form, so that resident memory holds one copy
   // of it, not two. Returns the bytes advised; 0 for any other tensor (memory of our own is never dropped).
   int64_t release_resident_pages() const;
+  bool is_file_mapping() const;  // wrapped with wrap_file_mapping
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -1,6 +1,9 @@
 #include "core/allocator.hpp"
 
 #include <cstdlib>
+#ifdef __GLIBC__
+#include <malloc.h>  // malloc_trim
+#endif
 #include <string>
 
 namespace encore::core {
@@ -134,5 +137,12 @@ void storage_release(void* p, size_t capacity) { global().allocator->release(p, 
 
 namespace encore {
 AllocatorStats allocator_stats() { return core::global().allocator->stats(); }
-void release_cached_memory() { core::global().allocator->release_all(); }
+void release_cached_memory() {
+  core::global().allocator->release_all();
+#ifdef __GLIBC__
+  // glibc serves blocks below its (self-raising, up to 32 MiB) mmap threshold from its heap, and free() keeps
+  // their pages; malloc_trim hands the free whole pages back to the system.
+  malloc_trim(0);
+#endif
+}
 }  // namespace encore

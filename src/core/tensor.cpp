@@ -174,6 +174,8 @@ Tensor Tensor::wrap_file_mapping(const void* data, const Shape& shape, DType dty
   return t;
 }
 
+bool Tensor::is_file_mapping() const { return defined() && storage_->file_mapping(); }
+
 int64_t Tensor::release_resident_pages() const {
   if (!defined() || !storage_->file_mapping() || numel() == 0) return 0;
   // The elements span [lowest, highest] bytes of the view; whole pages covering them are dropped. A page

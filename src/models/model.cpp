@@ -1,5 +1,6 @@
 #include "models/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -133,8 +134,11 @@ nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const PostLnNames& n,
       t_linear_weight_names->push_back(w.full_name(*m + ".weight"));
   nn::NoInitGuard no_init;
   nn::TransformerEncoderLayer layer(H, heads, I, 0.0, activation, eps, /*batch_first=*/true, /*norm_first=*/false);
-  layer.self_attn.in_proj_weight =
-      cat_rows({w.take(n.q + ".weight", {H, H}), w.take(n.k + ".weight", {H, H}), w.take(n.v + ".weight", {H, H})});
+  std::vector<Tensor> qkv = {w.take(n.q + ".weight", {H, H}), w.take(n.k + ".weight", {H, H}),
+                             w.take(n.v + ".weight", {H, H})};
+  layer.self_attn.in_proj_weight = cat_rows(qkv);
+  if (std::all_of(qkv.begin(), qkv.end(), [](const Tensor& t) { return t.is_file_mapping(); }))
+    layer.self_attn.set_in_proj_rows(std::move(qkv));  // freed after preparation, rebuilt from these on demand
   layer.self_attn.in_proj_bias =
       cat_rows({w.take(n.q + ".bias", {H}), w.take(n.k + ".bias", {H}), w.take(n.v + ".bias", {H})});
   record_source(layer.self_attn.in_proj_weight,
@@ -212,12 +216,16 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   }
   const bool quantized = read_quantization_marker(cfg);
   io::WeightStore store = io::WeightStore::open_dir(model_dir);
-  HfSourceRecorder recorder;
-  auto model = it->second(cfg, store);
-  recorder.finish(*model);
+  std::unique_ptr<EncoderModel> model;
+  {
+    HfSourceRecorder recorder;
+    model = it->second(cfg, store);
+    recorder.finish(*model);
+  }  // the recorder holds the loaded tensors until here: preparation may free some of them
   model->info.model_type = type;
   model->eval();  // inference until AutoModel::train(); the loaders' layers are already in eval mode
   model->for_each_layer([&](nn::TransformerEncoderLayer& layer) { layer.prepare_inference(dtype); });
+  release_cached_memory();  // what preparation freed (the packed Q/K/V copies) goes back to the system
   if (quantized && std::getenv("ENCORE_VERBOSE") && std::string(std::getenv("ENCORE_VERBOSE")) == "1")
     std::fprintf(stderr, "encore: '%s' is an int8 checkpoint: %s\n", model_dir.c_str(),
                  dtype == DType::i8 ? "int8 as quantized" : "its dequantized weights run in the requested dtype");

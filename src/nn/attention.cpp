@@ -1,4 +1,6 @@
 // MultiheadAttention as torch.nn.MultiheadAttention: packed or separate in-projections, masks, weights.
+#include <cstring>
+
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 
@@ -43,8 +45,46 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, d
   reset_parameters(detail::next_seed());
 }
 
+void MultiheadAttention::set_in_proj_rows(std::vector<Tensor> query_key_value) {
+  ENCORE_CHECK(in_proj_weight.defined() && query_key_value.size() == 3,
+               "MultiheadAttention: in-projection rows are query, key and value of a packed in_proj_weight");
+  for (const Tensor& t : query_key_value) check_shape(t, "in-projection rows", {embed_dim, embed_dim});
+  in_proj_rows_ = std::move(query_key_value);
+}
+
+Tensor MultiheadAttention::in_proj_rows(int64_t i0, int64_t i1) const {
+  const int64_t E = embed_dim;
+  if (!in_proj_freed_) return in_proj_weight.slice(0, i0 * E, i1 * E);
+  Tensor out = Tensor::empty({(i1 - i0) * E, E});
+  for (int64_t i = i0; i < i1; ++i) out.slice(0, (i - i0) * E, (i - i0 + 1) * E).copy_from(in_proj_rows_[i]);
+  return out;
+}
+
+void MultiheadAttention::rebuild_in_proj() {
+  if (!in_proj_freed_) return;
+  in_proj_weight = in_proj_rows(0, 3);  // exact: nothing could change the weight while it did not exist
+  in_proj_freed_ = false;
+  for (const Tensor& t : in_proj_rows_) t.release_resident_pages();
+}
+
+bool MultiheadAttention::in_proj_equals_rows() const {
+  const Tensor w = in_proj_weight.contiguous();
+  const size_t bytes = static_cast<size_t>(embed_dim * embed_dim) * sizeof(float);
+  for (int64_t i = 0; i < 3; ++i) {
+    const Tensor r = in_proj_rows_[i].contiguous();
+    if (std::memcmp(w.data<float>() + i * embed_dim * embed_dim, r.data<float>(), bytes) != 0) return false;
+  }
+  return true;
+}
+
+void MultiheadAttention::drop_own() {
+  packed_in_proj.reset();
+  rebuild_in_proj();
+}
+
 void MultiheadAttention::collect_parameters(const std::string& prefix,
                                             std::vector<ParamRef>& out) {
+  rebuild_in_proj();  // whoever lists the parameters may read or change them
   if (in_proj_weight.defined()) out.push_back({prefix + "in_proj_weight", &in_proj_weight, &din_proj_weight});
   if (q_proj_weight.defined()) {
     out.push_back({prefix + "q_proj_weight", &q_proj_weight, &dq_proj_weight});
@@ -114,12 +154,21 @@ Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_at
 }
 
 void MultiheadAttention::prepare_own(DType dtype) {
-  if (in_proj_weight.defined())
+  const Tensor weight = in_proj_freed_ ? in_proj_rows(0, 3) : in_proj_weight.contiguous();
+  if (weight.defined())
     packed_in_proj = kernels::PackedLinear::create(
-        in_proj_weight.contiguous().data<float>(),
-        in_proj_bias.defined() ? in_proj_bias.contiguous().data<float>() : nullptr, 3 * embed_dim, embed_dim,
-        detail::precision_of(dtype));
-  in_proj_weight.release_resident_pages();  // forward() reads the prepared copy
+        weight.data<float>(), in_proj_bias.defined() ? in_proj_bias.contiguous().data<float>() : nullptr,
+        3 * embed_dim, embed_dim, detail::precision_of(dtype));
+  if (in_proj_rows_.empty() || in_proj_freed_) return;
+  // Free the weight (forward() reads the prepared copy) only while it still equals the rows it can be rebuilt
+  // from; a weight that training or load_state_dict changed stays, and the rows are forgotten.
+  if (in_proj_equals_rows()) {
+    in_proj_weight = Tensor();
+    in_proj_freed_ = true;
+  } else {
+    in_proj_rows_.clear();
+  }
+  for (const Tensor& t : in_proj_rows_) t.release_resident_pages();  // read once more just now
 }
 
 static bool same_tensor(const Tensor& a, const Tensor& b) {
@@ -163,15 +212,15 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
   check_shape(q_in, "query", {-1, -1, E});
   check_shape(k_in, "key", {q_in.size(0), -1, kdim});
   check_shape(v_in, "value", {q_in.size(0), k_in.size(1), vdim});
-  const bool packed = in_proj_weight.defined();
+  const bool packed = in_proj_weight.defined() || in_proj_freed_;
   auto bias_part = [&](int64_t i) { return in_proj_bias.defined() ? in_proj_bias.slice(0, i * E, (i + 1) * E) : Tensor(); };
-  auto weight_part = [&](int64_t i0, int64_t i1) { return in_proj_weight.slice(0, i0 * E, i1 * E); };
+  auto weight_part = [&](int64_t i0, int64_t i1) { return in_proj_rows(i0, i1); };
 
   Tensor q, k, v;
   if (packed && same_tensor(q_in, k_in) && same_tensor(k_in, v_in)) {
     // Self-attention: one GEMM for Q, K and V; heads read strided views of the packed (B, T, 3E) result.
     Tensor qkv = packed_in_proj && !training_ ? ops::linear_forward(q_in, *packed_in_proj)
-                                              : ops::linear_forward(q_in, in_proj_weight, in_proj_bias);
+                                              : ops::linear_forward(q_in, weight_part(0, 3), in_proj_bias);
     observe("qkv", qkv);
     q = qkv.slice(2, 0, E);
     k = qkv.slice(2, E, 2 * E);

@@ -3,8 +3,9 @@
 A checkpoint's model.safetensors is mmapped and its tensors are used in place. The encoder layers' Linear weights
 are then prepared for the GEMM library (reordered, converted or quantized), after which forward() reads only the
 prepared copy; the mapped originals' pages are given back to the OS (they are read from the file again if
-training or export touches them). The only tensors encore itself allocates at load are the packed Q/K/V
-projections (torch's in_proj layout, one (3H, H) weight and (3H,) bias per layer).
+training or export touches them). The packed Q/K/V weight (torch's in_proj layout, (3H, H) per layer) is
+stacked from the file's three at load, prepared, then freed, and rebuilt from the file when listed, exported or
+trained; encore's own tensors after load are the packed Q/K/V biases alone.
 
 Each case runs in a fresh interpreter (only numpy and encore imported) and reads the kernel's own accounting:
 /proc/self/smaps for the checkpoint file's mapping and encore.memory_stats() for encore's tensors.
@@ -74,10 +75,10 @@ def test_loaded_model_keeps_one_copy_of_each_weight(dtype):
     linear_bytes = 4 * L * (4 * H * H + 2 * H * I)  # the encoder layers' Linear weights as float32 in the file
     m = probe(MINILM, dtype)
 
-    # encore's own tensors after load: exactly the packed Q/K/V weight and bias of every layer. The other
-    # weights are views of the mapped file (a copy of a layer, as a loader pushing layers by value would make,
-    # shows up here).
-    assert m["owned_after_load"] == 4 * L * (3 * H * H + 3 * H), m
+    # encore's own tensors after load: exactly the packed Q/K/V bias of every layer (3H floats). Every weight is
+    # a view of the mapped file or, for the packed Q/K/V weight, freed once prepared (a copy of a layer, as a
+    # loader pushing layers by value would make, or a kept Q/K/V weight, shows up here).
+    assert m["owned_after_load"] == 4 * L * 3 * H, m
 
     # The file's resident pages after load: what the preparation read and did not release (biases, norms, and
     # the kernel's read-around of those pages). After a forward, also what the forward reads in place:
@@ -93,11 +94,37 @@ def test_released_weights_read_back_exactly():
     # originals released) the export, which reads the originals, equals the checkpoint bit for bit.
     model = encore.AutoModel.load(MINILM)
     ids = np.arange(1000, 1032, dtype=np.int64).reshape(2, 16)
-    model(ids, attention_mask=np.ones_like(ids))
-    _, exported = model.export_hf()
+    before = model(ids, attention_mask=np.ones_like(ids))
+    _, exported = model.export_hf()  # rebuilds the freed Q/K/V weights from the file
     reference = load_file(os.path.join(MINILM, "model.safetensors"))
     assert set(exported) <= set(reference), sorted(set(exported) - set(reference))
     for name, value in exported.items():
         np.testing.assert_array_equal(value, reference[name], err_msg=name)
     parameters = {k for k, v in reference.items() if v.dtype == np.float32}  # not the position_ids buffer
     assert set(exported) == parameters, sorted(parameters ^ set(exported))
+    # the rebuilt weights and the prepared ones agree: the forward is unchanged, bit for bit
+    np.testing.assert_array_equal(model(ids, attention_mask=np.ones_like(ids)), before)
+
+
+def test_trained_weights_are_kept_not_rebuilt_from_the_file():
+    # Training changes the Q/K/V weights; preparing for inference again must keep them (the freed-and-rebuilt
+    # path is for weights equal to the file's only). One SGD-like change through the state_dict view, then the
+    # forward must differ from the checkpoint's and match a model loaded from the changed weights.
+    model = encore.AutoModel.load(MINILM)
+    ids = np.arange(1000, 1032, dtype=np.int64).reshape(2, 16)
+    mask = np.ones_like(ids)
+    before = model(ids, attention_mask=mask)
+    model.train()
+    model.eval()
+    module = model.parameters_module()
+    sd = module.state_dict()
+    key = next(k for k in sd if k.endswith("layer.0.self_attn.in_proj_weight"))
+    changed = {k: np.array(v, copy=True) for k, v in sd.items()}
+    changed[key] *= 1.5
+    module.load_state_dict(changed)
+    module.prepare_inference("fp32")
+    after = model(ids, attention_mask=mask)
+    assert np.abs(after - before).max() > 1e-3
+    module.prepare_inference("fp32")  # a second preparation keeps the changed weight too
+    np.testing.assert_array_equal(model(ids, attention_mask=mask), after)
+    np.testing.assert_array_equal(np.asarray(module.state_dict()[key]), changed[key])
