@@ -1,4 +1,4 @@
-// encore train: fine-tune a checkpoint for sequence classification on JSONL/CSV data.
+// encore train: fine-tune a checkpoint for sequence classification or as a sentence encoder on JSONL/CSV data.
 #include <unistd.h>
 
 #include <chrono>
@@ -53,7 +53,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--seed", c.seed, "shuffling, head initialisation and dropout masks")->capture_default_str();
   cmd->add_flag("--no-shuffle", no_shuffle, "keep the data order");
   cmd->add_option("--grad-accum", c.grad_accum, "micro-batches of --batch-size per optimizer step (the step's loss "
-                  "and gradient are the mean over all their examples)")->capture_default_str();
+                  "and gradient are the mean over all their examples; embedding: over the micro-batches, each with "
+                  "its own in-batch negatives)")->capture_default_str();
   cmd->add_flag("--gradient-checkpointing", c.gradient_checkpointing,
                 "recompute each layer's forward during backward instead of keeping its activations (less memory)");
   cmd->add_option("--dropout", c.dropout, "dropout probability at every dropout site of the training forward "
@@ -62,8 +63,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--log", c.log_csv, "CSV log: step,loss,lr,grad_norm,eval_accuracy per optimizer step (step from "
                   "1; loss = that step's batch loss before the update)");
   cmd->add_option("--output", c.output_dir, "checkpoint directory, written at the end (and with --save-every): "
-                  "transformers loads it (model.safetensors, config.json with labels, tokenizer), plus optimizer "
-                  "and trainer state for --resume; replaced atomically, refused if it holds something else");
+                  "classification: transformers loads it (model.safetensors, config.json with labels, tokenizer); "
+                  "embedding: sentence-transformers loads it; both plus optimizer and trainer state for --resume; "
+                  "replaced atomically, refused if it holds something else");
   cmd->add_option("--save-every", c.save_every, "also save the checkpoint every N optimizer steps");
   cmd->add_option("--resume", c.resume_dir, "continue from a checkpoint written by --output (model, optimizer, "
                   "step, data order); same data, --batch-size, --grad-accum, --seed as the run that wrote it");

@@ -21,9 +21,10 @@ void bind_train(py::module_& m) {
            }),
            py::arg("module"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2, py::keep_alive<1, 2>(),
-           "torch.optim.AdamW over every parameter of `module` (takes the module, not its parameters)")
+           "torch.optim.AdamW over every parameter of `module` (takes the module, not its parameters); a parameter "
+           "without a gradient at step() is skipped, as torch skips .grad None")
       .def("step", &encore::train::AdamW::step, py::call_guard<py::gil_scoped_release>())
-      .def("zero_grad", &encore::train::AdamW::zero_grad)
+      .def("zero_grad", &encore::train::AdamW::zero_grad, py::arg("set_to_none") = true)
       .def_property("lr", &encore::train::AdamW::lr, &encore::train::AdamW::set_lr)
       .def_property_readonly("steps", &encore::train::AdamW::steps);
   optim.def("clip_grad_norm_", &encore::train::clip_grad_norm, py::arg("module"), py::arg("max_norm"),
@@ -102,13 +103,15 @@ void bind_train(py::module_& m) {
   m.def(
       "embedding_loss_backward",
       [](encore::SentenceEncoder& encoder, const std::vector<std::string>& anchors,
-         const std::vector<std::string>& positives, double scale) {
+         const std::vector<std::string>& positives, double scale, double grad_weight) {
         py::gil_scoped_release nogil;
-        return encore::train::embedding_loss_backward(encoder, anchors, positives, scale);
+        return encore::train::embedding_loss_backward(encoder, anchors, positives, scale, nullptr, grad_weight);
       },
       py::arg("encoder"), py::arg("anchors"), py::arg("positives"), py::arg("scale") = 20.0,
+      py::arg("grad_weight") = 1.0,
       "one MultipleNegativesRankingLoss forward + backward through the pipeline (encoder.model in training mode): "
-      "accumulates parameter gradients, returns the loss");
+      "accumulates grad_weight x the loss's parameter gradients (a micro-batch's share of an accumulated step), "
+      "returns the loss");
 
   py::module_ losses = m.def_submodule("losses", "losses returning (mean loss, gradient(s) of the mean loss)");
   losses.def(

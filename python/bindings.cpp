@@ -68,8 +68,10 @@ PYBIND11_MODULE(_encore, m) {
             for (auto& [name, g] : self.named_grads()) d[py::str(name)] = to_numpy(*g);
             return d;
           },
-          "parameter gradients by state_dict name (views of encore's buffers; backward accumulates into them)")
-      .def("zero_grad", &nn::Module::zero_grad)
+          "parameter gradients by state_dict name (views of encore's buffers; backward accumulates into them); a "
+          "parameter no backward reached since zero_grad() has none and is absent (torch: .grad is None)")
+      .def("zero_grad", &nn::Module::zero_grad, py::arg("set_to_none") = true,
+           "torch's zero_grad: drop the gradients (set_to_none), or fill the existing ones with zeros")
       .def("num_parameters", &nn::Module::num_parameters)
       .def("reset_parameters", &nn::Module::reset_parameters, py::arg("seed"))
       .def(

@@ -36,8 +36,9 @@ namespace encore::nn {
 
 using StateDict = std::map<std::string, Tensor>;
 
-// A parameter as its module lists it: torch's state_dict name, the tensor, and its gradient (allocated as
-// zeros by named_grads()/zero_grad() or by the first backward).
+// A parameter as its module lists it: torch's state_dict name, the tensor, and its gradient. The gradient is
+// undefined (torch: .grad is None) until a backward reaches the parameter, which allocates it as zeros and
+// accumulates into it; zero_grad() makes it undefined again (or zeros, with set_to_none = false).
 struct ParamRef {
   std::string name;
   Tensor* param;
@@ -82,9 +83,14 @@ class Module {
 
   // Parameters with torch's state_dict names, in registration order.
   std::vector<std::pair<std::string, Tensor*>> named_parameters();
-  // Gradients by the same names (zeros allocated for any not yet touched). backward() accumulates into them.
+  // Every parameter with its gradient slot (see ParamRef), in registration order; allocates nothing.
+  std::vector<ParamRef> parameter_refs();
+  // The gradients that exist, by parameter name: those a backward reached since zero_grad() (torch's
+  // `{n: p.grad for n, p in named_parameters() if p.grad is not None}`). backward() accumulates into them.
   std::vector<std::pair<std::string, Tensor*>> named_grads();
-  void zero_grad();
+  // torch's Module.zero_grad: set_to_none drops every gradient (a parameter no later backward reaches then has
+  // none, and optimizers skip it); false fills the existing ones with zeros and keeps their storage.
+  void zero_grad(bool set_to_none = true);
   StateDict state_dict();  // tensors share storage with the module
   // Copies every tensor of sd into the parameter of the same name. strict: keys must match exactly.
   // Throws encore::Error naming a missing or unexpected key, a wrong shape or a non-float32 dtype.

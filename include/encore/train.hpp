@@ -6,8 +6,8 @@
 //   Tensor y = encoder.forward(x);
 //   Tensor dy;
 //   double loss = encore::train::mse_loss(y, target, &dy);
-//   encoder.zero_grad();          // (or opt.zero_grad())
-//   encoder.backward(dy);
+//   encoder.zero_grad();          // (or opt.zero_grad()): every gradient becomes "none"
+//   encoder.backward(dy);         // gradients of the parameters the output depends on
 //   encore::train::clip_grad_norm(encoder, 1.0);
 //   opt.step();
 #pragma once
@@ -28,19 +28,24 @@ struct AdamWOptions {
   double weight_decay = 1e-2;
 };
 
-// torch.optim.AdamW (decoupled weight decay, bias correction, amsgrad=False):
-//   p -= lr·wd·p ; m = β1·m + (1-β1)·g ; v = β2·v + (1-β2)·g² ;
+// torch.optim.AdamW (decoupled weight decay, bias correction, amsgrad=False), per parameter with a gradient:
+//   t += 1 ; p -= lr·wd·p ; m = β1·m + (1-β1)·g ; v = β2·v + (1-β2)·g² ;
 //   p -= (lr / (1-β1^t)) · m / (sqrt(v) / sqrt(1-β2^t) + eps)
+// A parameter without a gradient (no backward reached it since zero_grad; torch: .grad is None) is skipped: no
+// decay, no moment update, its own step count t unchanged. Its moments are allocated at its first update.
 // Holds references to the module's parameters: the module must outlive the optimizer.
 class AdamW {
  public:
   AdamW(nn::Module& module, AdamWOptions options = {});
   void step();
-  void zero_grad();
+  void zero_grad(bool set_to_none = true);  // the module's zero_grad
   void set_lr(double lr) { options_.lr = lr; }
   double lr() const { return options_.lr; }
-  int64_t steps() const { return step_; }
-  // exp_avg / exp_avg_sq per parameter ("<name>.exp_avg", "<name>.exp_avg_sq") and "step", for checkpoints.
+  int64_t steps() const { return step_; }  // calls of step()
+  // For checkpoints: "step" (calls of step()) and, per parameter updated at least once, "<name>.exp_avg",
+  // "<name>.exp_avg_sq" and "<name>.step" (its own t). load_state_dict refuses names this module does not have;
+  // a parameter absent from `state` starts fresh, and a state without "<name>.step" (written before per-parameter
+  // steps) gives every parameter t = "step".
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
@@ -49,7 +54,8 @@ class AdamW {
     std::string name;
     Tensor* param;
     Tensor* grad;
-    Tensor exp_avg, exp_avg_sq;
+    Tensor exp_avg, exp_avg_sq;  // undefined until the first update
+    int64_t step = 0;
   };
   nn::Module& module_;
   AdamWOptions options_;
@@ -57,8 +63,8 @@ class AdamW {
   int64_t step_ = 0;
 };
 
-// torch.nn.utils.clip_grad_norm_: total = sqrt(Σ ||g||²); if max_norm/(total+1e-6) < 1, scale every gradient by it.
-// Returns the total norm before clipping.
+// torch.nn.utils.clip_grad_norm_: total = sqrt(Σ ||g||²) over the gradients that exist (none: skipped, as torch
+// skips .grad None); if max_norm/(total+1e-6) < 1, scale every gradient by it. Returns the norm before clipping.
 double clip_grad_norm(nn::Module& module, double max_norm);
 
 enum class Schedule { constant, linear, cosine };

@@ -9,6 +9,8 @@
 // id, or a string mapped to ids in sorted order). Held-out evaluation each epoch on `eval_data`, else on the last
 // eval_fraction of the (unshuffled) file.
 //
+// The embedding task (fine_tune_embedding, below) runs the same loop with its own batches, loss and checkpoint.
+//
 // Checkpoints (output_dir, every save_every steps and at the end): a directory that transformers'
 // AutoModelForSequenceClassification.from_pretrained loads as it is (model.safetensors with transformers'
 // names, config.json with architectures / num_labels / id2label / label2id, the tokenizer files), plus
@@ -90,18 +92,20 @@ TrainReport fine_tune_classifier(const TrainConfig& config,
 // batch are each anchor's negatives). eval_accuracy: held-out retrieval accuracy (share of anchors whose most
 // similar held-out positive is their own), per epoch; eval_before: the same before training. With output_dir,
 // the trained pipeline is written there as a sentence-transformers directory (SentenceTransformer(dir) loads it).
-// dropout as for classification (< 0: the checkpoint's rates; draws seeded from (seed, step)). grad_accum,
-// save_every, resume_dir and plot_png are classification-only so far (refused when set); output_dir is written
-// once, at the end.
+// Every option works as for classification (both run one loop): grad_accum makes each optimizer step
+// grad_accum micro-batches, each with its own in-batch negatives, the step's loss the mean of theirs (as
+// transformers' Trainer with gradient_accumulation_steps); output_dir (at the end and every save_every steps)
+// also holds optimizer.safetensors and trainer_state.json, so resume_dir continues from it; plot_png shows the
+// loss per step and held-out retrieval accuracy. BERT's pooler gets no gradient and is left as loaded.
 TrainReport fine_tune_embedding(const TrainConfig& config,
                                 const std::function<void(const TrainProgress&)>& progress = {});
 
 // One step's forward + backward of that loss on (anchors[i], positives[i]) pairs through `encoder` (its model in
-// training mode): accumulates parameter gradients into encoder.model().module(), returns the mean loss; *tokens
-// receives the number of real (unpadded) tokens.
+// training mode): accumulates grad_weight x the loss's parameter gradients into encoder.model().module(), returns
+// the mean loss (unweighted); *tokens receives the number of real (unpadded) tokens.
 double embedding_loss_backward(SentenceEncoder& encoder, const std::vector<std::string>& anchors,
                                const std::vector<std::string>& positives, double scale = 20.0,
-                               int64_t* tokens = nullptr);
+                               int64_t* tokens = nullptr, double grad_weight = 1.0);
 
 // Writes `encoder`'s current weights as a sentence-transformers directory: every file of source_dir except the
 // weights (modules.json, 1_Pooling/, tokenizer and configs), model.safetensors with transformers' names.

@@ -86,16 +86,26 @@ Tensor& Module::grad_of(Tensor& grad, const Tensor& param) {
   return grad;
 }
 
-std::vector<std::pair<std::string, Tensor*>> Module::named_grads() {
+std::vector<ParamRef> Module::parameter_refs() {
   std::vector<ParamRef> refs;
   collect_parameters("", refs);
+  return refs;
+}
+
+std::vector<std::pair<std::string, Tensor*>> Module::named_grads() {
   std::vector<std::pair<std::string, Tensor*>> out;
-  for (auto& r : refs) out.emplace_back(r.name, &grad_of(*r.grad, *r.param));
+  for (auto& r : parameter_refs())
+    if (r.grad->defined()) out.emplace_back(r.name, r.grad);
   return out;
 }
 
-void Module::zero_grad() {
-  for (auto& [_, g] : named_grads()) g->fill(0.f);
+void Module::zero_grad(bool set_to_none) {
+  for (auto& r : parameter_refs()) {
+    if (set_to_none)
+      *r.grad = Tensor();  // the storage goes back to the caching allocator; the next backward takes it again
+    else if (r.grad->defined())
+      r.grad->fill(0.f);
+  }
 }
 
 void Module::clear_saved() const {

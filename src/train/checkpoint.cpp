@@ -48,14 +48,10 @@ HfExport write_hf_weights(io::StagedDir& out, const AutoModel& model) {
   return hf;
 }
 
-void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
-  ENCORE_CHECK(c.model && c.optimizer, "save_checkpoint: model and optimizer are required");
-  io::StagedDir out(dir);
-  const HfExport hf = write_hf_weights(out, *c.model);
+void write_training_state(io::StagedDir& out, const AdamW& optimizer, const Json& trainer_state,
+                          const std::string& plot_png) {
+  const std::map<std::string, Tensor> opt = optimizer.state_dict();
   std::vector<io::TensorToWrite> tensors;
-
-  const std::map<std::string, Tensor> opt = c.optimizer->state_dict();
-  tensors.clear();
   for (const auto& [name, t] : opt) {
     if (t.dtype() == DType::i64) {
       tensors.push_back({name, io::StDType::I64, t.shape(), t.data<int64_t>(), static_cast<uint64_t>(t.numel()) * 8});
@@ -64,6 +60,15 @@ void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
     }
   }
   io::write_safetensors(out.file("optimizer.safetensors"), tensors, {{"format", "encore-adamw"}});
+  out.write_file("trainer_state.json", trainer_state.dump(1) + "\n");
+  if (!plot_png.empty()) out.write_file("training.png", plot_png);
+}
+
+void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
+  ENCORE_CHECK(c.model && c.optimizer, "save_checkpoint: model and optimizer are required");
+  io::StagedDir out(dir);
+  const HfExport hf = write_hf_weights(out, *c.model);
+  write_training_state(out, *c.optimizer, c.trainer_state, c.plot_png);
 
   Json config = io::read_json_file(fs::path(c.source_dir) / "config.json");
   config["architectures"] = Json::array({hf.architecture});
@@ -81,8 +86,6 @@ void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
   for (const auto& entry : fs::directory_iterator(c.source_dir))
     if (entry.is_regular_file() && is_tokenizer_file(entry.path()))
       out.copy_file(entry.path(), entry.path().filename().string());
-  out.write_file("trainer_state.json", c.trainer_state.dump(1) + "\n");
-  if (!c.plot_png.empty()) out.write_file("training.png", c.plot_png);
   out.commit();
 }
 

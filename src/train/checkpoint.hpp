@@ -3,8 +3,9 @@
 //   DIR/model.safetensors      every parameter under transformers' names (AutoModel::export_hf), float32
 //   DIR/config.json            the source config.json with architectures, num_labels, id2label, label2id set
 //   DIR/tokenizer files        copied from the source model directory
-//   DIR/optimizer.safetensors  AdamW exp_avg / exp_avg_sq per parameter (encore's names) and "step"
-//   DIR/trainer_state.json     step, epoch, data position and order, shuffle RNG, history (kTrainerStateFormat)
+//   DIR/optimizer.safetensors  AdamW "step" and, per parameter it updated, exp_avg / exp_avg_sq / step (encore's
+//                              names)
+//   DIR/trainer_state.json     task, step, epoch, data position and order, shuffle RNG, history (kTrainerStateFormat)
 //   DIR/training.png           the plot, when one is drawn into the checkpoint
 // The directory is staged and swapped into place (io/staged_dir.hpp): a crash never leaves a mix.
 #pragma once
@@ -37,6 +38,11 @@ void save_checkpoint(const std::string& dir, const CheckpointContents& c);
 // model.safetensors into a staged directory: every parameter under transformers' names, float32 (also used by
 // the embedding trainer's sentence-transformers output). Returns the export (its tensors share the model's memory).
 HfExport write_hf_weights(io::StagedDir& out, const AutoModel& model);
+
+// What resuming needs, into a staged checkpoint directory: optimizer.safetensors (AdamW::state_dict),
+// trainer_state.json, and training.png when plot_png is not empty. Every task's checkpoint carries these.
+void write_training_state(io::StagedDir& out, const AdamW& optimizer, const nlohmann::json& trainer_state,
+                          const std::string& plot_png);
 
 // trainer_state.json of a checkpoint, parsed and checked for format and version (errors name the file).
 nlohmann::json read_trainer_state(const std::string& dir);

@@ -10,14 +10,14 @@
 //   y = normalize(e)          (only when modules.json has Normalize)
 //   loss = MNRL(y[:B], y[B:]) cross-entropy of scale·cos(a_i, p_j) with target j = i
 // and backward in reverse: dy -> de (normalize_rows_backward) -> dh (pool_tokens_backward) -> model.backward.
+// With grad_accum, every micro-batch is such a batch with its own in-batch negatives, and the step's loss is the
+// mean of the micro-batch losses (as transformers' Trainer with gradient_accumulation_steps runs
+// sentence-transformers' loss). The loop (schedule, clipping, AdamW, checkpoints, resume) is run_training.
+// BERT's pooler takes no part: it gets no gradient, and AdamW leaves it as it was (as torch does).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <numeric>
-#include <random>
 
 #include "encore/sentence_encoder.hpp"
 #include "encore/train.hpp"
@@ -25,6 +25,7 @@
 #include "io/json_file.hpp"
 #include "io/staged_dir.hpp"
 #include "train/checkpoint.hpp"
+#include "train/loop.hpp"
 #include "train/records.hpp"
 
 namespace encore::train {
@@ -114,6 +115,11 @@ bool is_stale_weights(const std::filesystem::path& rel) {
 
 constexpr const char* kRunFile = "encore_train_embedding.json";  // marks a directory this trainer wrote
 
+// Files a training run writes itself, never copied from the source (a resumed run's source is a checkpoint).
+bool is_run_file(const std::filesystem::path& rel) {
+  return rel == kRunFile || rel == "trainer_state.json" || rel == "training.png";
+}
+
 // Refuses, before any training, a non-empty output directory this trainer did not write.
 void check_embedding_output(const std::string& dir) {
   std::error_code ec;
@@ -124,26 +130,32 @@ void check_embedding_output(const std::string& dir) {
   io::StagedDir probe(dir);  // the location is writable (the probe is removed again)
 }
 
-}  // namespace
-
-void save_sentence_transformer(const SentenceEncoder& enc, const std::string& source_dir,
-                               const std::string& output_dir, const std::string& run_json) {
+// The sentence-transformers directory into a staged directory (see save_sentence_transformer).
+void stage_sentence_transformer(io::StagedDir& out, const SentenceEncoder& enc, const std::string& source_dir,
+                                const std::string& run_json) {
   namespace fs = std::filesystem;
-  io::StagedDir out(output_dir);
   for (const auto& entry : fs::recursive_directory_iterator(source_dir)) {
     if (!entry.is_regular_file()) continue;
     const fs::path rel = fs::relative(entry.path(), source_dir);
-    if (is_stale_weights(rel) || rel == kRunFile) continue;
+    if (is_stale_weights(rel) || is_run_file(rel)) continue;
     fs::create_directories(fs::path(out.file(rel.string())).parent_path());
     out.copy_file(entry.path(), rel.string());
   }
   write_hf_weights(out, enc.model());
   out.write_file(kRunFile, run_json);
+}
+}  // namespace
+
+void save_sentence_transformer(const SentenceEncoder& enc, const std::string& source_dir,
+                               const std::string& output_dir, const std::string& run_json) {
+  io::StagedDir out(output_dir);
+  stage_sentence_transformer(out, enc, source_dir, run_json);
   out.commit();
 }
 
 double embedding_loss_backward(SentenceEncoder& enc, const std::vector<std::string>& anchors,
-                               const std::vector<std::string>& positives, double scale, int64_t* tokens) {
+                               const std::vector<std::string>& positives, double scale, int64_t* tokens,
+                               double grad_weight) {
   ENCORE_CHECK(!anchors.empty() && anchors.size() == positives.size(), "embedding loss: ", anchors.size(),
                " anchors and ", positives.size(), " positives; need the same positive number");
   check_trainable(enc);
@@ -163,112 +175,106 @@ double embedding_loss_backward(SentenceEncoder& enc, const std::vector<std::stri
   Tensor dy = Tensor::empty(y.shape());
   dy.slice(0, 0, B).copy_from(da);
   dy.slice(0, B, 2 * B).copy_from(dp);
+  if (grad_weight != 1.0)  // d(weight·loss) = weight·d(loss)
+    for (int64_t i = 0; i < dy.numel(); ++i) dy.data<float>()[i] *= static_cast<float>(grad_weight);
   const Tensor de = enc.normalizes() ? normalize_rows_backward(dy, e) : dy;
   model.backward(pool_tokens_backward(de, out.last_hidden_state, in.mask, enc.pooling()));
   return loss;
 }
 
+namespace {
+
+class EmbeddingTask final : public TrainTask {
+ public:
+  static constexpr double kScale = 20.0;  // sentence-transformers' default for MultipleNegativesRankingLoss
+
+  EmbeddingTask(const TrainConfig& cfg, std::vector<Pair> train_set, std::vector<Pair> eval_set)
+      : cfg_(cfg), source_dir_(cfg.resume_dir.empty() ? cfg.model_dir : cfg.resume_dir),
+        enc_(SentenceEncoder::load(source_dir_)), train_(std::move(train_set)), eval_(std::move(eval_set)) {
+    check_trainable(enc_);
+    enc_.set_max_seq_length(std::min<int64_t>(cfg.max_length, enc_.max_seq_length()));
+    for (const auto& p : train_) fingerprint_.add(p.anchor), fingerprint_.add(p.positive);
+    source_model_ = cfg.model_dir;  // a resumed run names the model the first run started from
+    const std::filesystem::path run = std::filesystem::path(source_dir_) / kRunFile;
+    if (!cfg.resume_dir.empty() && std::filesystem::exists(run))
+      source_model_ = io::read_json_file(run).value("source_model", source_dir_);
+  }
+
+  std::string name() const override { return "embedding"; }
+  AutoModel& model() override { return enc_.model(); }
+  int64_t train_examples() const override { return static_cast<int64_t>(train_.size()); }
+  int64_t eval_examples() const override { return static_cast<int64_t>(eval_.size()); }
+  std::string data_fingerprint() const override { return fingerprint_.hex(); }
+  nlohmann::json identity() const override {
+    return {{"loss", "MultipleNegativesRankingLoss"}, {"scale", kScale}};
+  }
+  std::string metric_name() const override { return "retrieval accuracy"; }
+  bool evaluates_before_training() const override { return true; }
+
+  // Each micro-batch is its own set of in-batch negatives; the step's loss is the mean of the micro-batch losses.
+  double micro_batch_weight(int64_t, int64_t, int64_t micro_batches) const override {
+    return 1.0 / static_cast<double>(micro_batches);
+  }
+
+  double train_micro_batch(const std::vector<int64_t>& idx, double weight, int64_t* tokens) override {
+    std::vector<std::string> anchors, positives;
+    for (int64_t i : idx) anchors.push_back(train_[i].anchor), positives.push_back(train_[i].positive);
+    int64_t t = 0;
+    const double loss = embedding_loss_backward(enc_, anchors, positives, kScale, &t, weight);
+    *tokens += t;
+    return loss;
+  }
+
+  double evaluate() override {
+    if (eval_.empty()) return std::nan("");
+    AutoModel& m = enc_.model();
+    m.eval();
+    const double acc = retrieval_accuracy(enc_, eval_, std::max<int64_t>(cfg_.batch_size, 32));
+    m.train();
+    return acc;
+  }
+
+  // A sentence-transformers directory (SentenceTransformer(dir) loads it) with encore_train_embedding.json, plus
+  // optimizer.safetensors and trainer_state.json for --resume.
+  void save(const std::string& dir, const AdamW& optimizer, const nlohmann::json& state,
+            const std::string& plot_png) override {
+    std::vector<double> accuracy;
+    for (const auto& point : state["eval_accuracy"]) accuracy.push_back(point[1].get<double>());
+    nlohmann::json run = {{"task", "embedding"}, {"loss", "MultipleNegativesRankingLoss"}, {"scale", kScale},
+                          {"source_model", source_model_}, {"data", cfg_.data}, {"steps", state["global_step"]},
+                          {"batch_size", cfg_.batch_size}, {"grad_accum", cfg_.grad_accum}, {"lr", cfg_.lr},
+                          {"weight_decay", cfg_.weight_decay}, {"warmup_steps", cfg_.warmup_steps},
+                          {"schedule", cfg_.schedule}, {"seed", cfg_.seed},
+                          {"eval_retrieval_accuracy_before", state["eval_before"]},
+                          {"eval_retrieval_accuracy", accuracy}};
+    io::StagedDir out(dir);
+    stage_sentence_transformer(out, enc_, source_dir_, run.dump(1) + "\n");
+    write_training_state(out, optimizer, state, plot_png);
+    out.commit();
+  }
+
+ private:
+  const TrainConfig& cfg_;
+  std::string source_dir_, source_model_;
+  SentenceEncoder enc_;
+  std::vector<Pair> train_, eval_;
+  Fingerprint fingerprint_;
+};
+
+}  // namespace
+
 TrainReport fine_tune_embedding(const TrainConfig& cfg, const std::function<void(const TrainProgress&)>& progress) {
   ENCORE_CHECK(cfg.batch_size > 1 && cfg.max_length > 1 && (cfg.steps > 0 || cfg.epochs > 0),
                "train --task embedding: batch_size must be at least 2 (the other pairs of a batch are the "
                "negatives), max_length > 1, and steps or epochs positive");
-  ENCORE_CHECK(cfg.grad_accum == 1 && cfg.save_every <= 0 && cfg.resume_dir.empty() && cfg.plot_png.empty(),
-               "train --task embedding: --grad-accum, --save-every, --resume and --plot are classification-only so "
-               "far (the embedding task saves once, at the end)");
-  ENCORE_CHECK(cfg.dropout < 1, "train: dropout must be in [0, 1), got ", cfg.dropout);
+  check_common_options(cfg);
   if (!cfg.output_dir.empty()) check_embedding_output(cfg.output_dir);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Pair> train_set = read_pairs(cfg.data), eval_set;
-  if (!cfg.eval_data.empty()) {
-    eval_set = read_pairs(cfg.eval_data);
-  } else if (cfg.eval_fraction > 0) {
-    const size_t n_eval = static_cast<size_t>(std::floor(train_set.size() * cfg.eval_fraction));
-    eval_set.assign(train_set.end() - n_eval, train_set.end());
-    train_set.resize(train_set.size() - n_eval);
-  }
-  ENCORE_CHECK(!train_set.empty(), "train: no training pairs left after the held-out split");
-
-  SentenceEncoder enc = SentenceEncoder::load(cfg.model_dir);
-  check_trainable(enc);
-  enc.set_max_seq_length(std::min<int64_t>(cfg.max_length, enc.max_seq_length()));
-  AutoModel& model = enc.model();
-
-  TrainReport report;
-  report.train_examples = static_cast<int64_t>(train_set.size());
-  report.eval_examples = static_cast<int64_t>(eval_set.size());
-  const int64_t n = report.train_examples;
-  const int64_t per_epoch = (n + cfg.batch_size - 1) / cfg.batch_size;
-  const int64_t total = cfg.steps > 0 ? cfg.steps : per_epoch * cfg.epochs;
-  const Schedule schedule = parse_schedule(cfg.schedule);
-  const double scale = 20.0;  // sentence-transformers' default for MultipleNegativesRankingLoss
-
-  auto evaluate = [&]() {
-    if (eval_set.empty()) return std::nan("");
-    model.eval();
-    const double acc = retrieval_accuracy(enc, eval_set, std::max<int64_t>(cfg.batch_size, 32));
-    model.train();
-    return acc;
-  };
-  report.eval_before = evaluate();
-
-  if (cfg.dropout >= 0) model.set_dropout(cfg.dropout);  // else the checkpoint's own rates
-  model.train();
-  nn::Module& params = model.module();
-  AdamW opt(params, {cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay});
-  std::ofstream log;
-  if (!cfg.log_csv.empty()) {
-    log.open(cfg.log_csv, std::ios::trunc);
-    ENCORE_CHECK(log.good(), "cannot write the log '", cfg.log_csv, "'");
-    log << "step,loss,lr,grad_norm,eval_accuracy\n";
-  }
-  std::mt19937_64 rng(cfg.seed);
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  int64_t step = 0;
-  while (step < total) {
-    if (cfg.shuffle) std::shuffle(order.begin(), order.end(), rng);
-    for (int64_t s = 0; s < n && step < total; s += cfg.batch_size, ++step) {
-      std::vector<std::string> anchors, positives;
-      for (int64_t i = s; i < std::min(n, s + cfg.batch_size); ++i)
-        anchors.push_back(train_set[order[i]].anchor), positives.push_back(train_set[order[i]].positive);
-      const double lr = learning_rate_at(step, cfg.lr, cfg.warmup_steps, total, schedule);
-      opt.set_lr(lr);
-      opt.zero_grad();
-      nn::manual_seed(cfg.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step));  // this step's dropout
-      int64_t tokens = 0;
-      const double loss = embedding_loss_backward(enc, anchors, positives, scale, &tokens);
-      const double norm = cfg.max_grad_norm > 0 ? clip_grad_norm(params, cfg.max_grad_norm) : std::nan("");
-      opt.step();
-      report.losses.push_back(loss);
-      report.tokens += tokens;
-      const bool epoch_end = cfg.steps <= 0 && (step + 1) % per_epoch == 0;
-      double acc = std::nan("");
-      if (epoch_end || step + 1 == total) {
-        acc = evaluate();
-        if (!std::isnan(acc)) report.eval_accuracy.push_back(acc);
-      }
-      if (log.is_open()) {
-        log << step << "," << loss << "," << lr << "," << norm << ",";
-        if (!std::isnan(acc)) log << acc;
-        log << "\n";
-      }
-      if (progress)
-        progress({step + 1, total, loss, lr, report.tokens,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0});
-    }
-  }
-  model.eval();
-  if (!cfg.output_dir.empty()) {
-    nlohmann::json run = {{"task", "embedding"}, {"loss", "MultipleNegativesRankingLoss"}, {"scale", scale},
-                          {"source_model", cfg.model_dir}, {"data", cfg.data}, {"steps", total},
-                          {"batch_size", cfg.batch_size}, {"lr", cfg.lr}, {"weight_decay", cfg.weight_decay},
-                          {"warmup_steps", cfg.warmup_steps}, {"schedule", cfg.schedule}, {"seed", cfg.seed},
-                          {"eval_retrieval_accuracy_before", report.eval_before},
-                          {"eval_retrieval_accuracy", report.eval_accuracy}};
-    save_sentence_transformer(enc, cfg.model_dir, cfg.output_dir, run.dump(1) + "\n");
-  }
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return report;
+  split_held_out(cfg, train_set, eval_set, read_pairs);
+  const nlohmann::json resumed = resume_state(cfg);
+  EmbeddingTask task(cfg, std::move(train_set), std::move(eval_set));
+  return run_training(cfg, task, resumed, progress, t0);
 }
 
 }  // namespace encore::train

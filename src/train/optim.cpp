@@ -1,4 +1,5 @@
 #include <cmath>
+#include <set>
 
 #include "encore/train.hpp"
 #include "runtime/parallel.hpp"
@@ -10,27 +11,31 @@ AdamW::AdamW(nn::Module& module, AdamWOptions options) : module_(module), option
                "must be non-negative");
   ENCORE_CHECK(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
                "AdamW: betas must be in [0, 1)");
-  auto params = module.named_parameters();
-  auto grads = module.named_grads();
-  for (size_t i = 0; i < params.size(); ++i)
-    slots_.push_back({params[i].first, params[i].second, grads[i].second, Tensor::zeros(params[i].second->shape()),
-                      Tensor::zeros(params[i].second->shape())});
+  for (const nn::ParamRef& r : module.parameter_refs()) slots_.push_back({r.name, r.param, r.grad, {}, {}, 0});
 }
 
-void AdamW::zero_grad() { module_.zero_grad(); }
+void AdamW::zero_grad(bool set_to_none) { module_.zero_grad(set_to_none); }
 
 void AdamW::step() {
   ++step_;
   const double b1 = options_.beta1, b2 = options_.beta2;
-  const double bias1 = 1.0 - std::pow(b1, static_cast<double>(step_));
-  const double bias2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_)));
-  const float step_size = static_cast<float>(options_.lr / bias1);
   const float decay = static_cast<float>(1.0 - options_.lr * options_.weight_decay);
   const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
-  const float eps = static_cast<float>(options_.eps), inv_b2 = static_cast<float>(1.0 / bias2_sqrt);
+  const float eps = static_cast<float>(options_.eps);
   for (Slot& s : slots_) {
-    ENCORE_CHECK(s.grad->defined() && s.grad->shape() == s.param->shape(), "AdamW: no gradient for '", s.name, "'");
+    if (!s.grad->defined()) continue;  // torch: p.grad is None -> p, its moments and its step stay as they are
+    ENCORE_CHECK(s.grad->shape() == s.param->shape(), "AdamW: the gradient of '", s.name, "' has shape ",
+                 s.grad->shape_str(), ", the parameter ", s.param->shape_str());
     ENCORE_CHECK(s.param->is_contiguous(), "AdamW: parameter '", s.name, "' is not contiguous");
+    if (!s.exp_avg.defined()) {
+      s.exp_avg = Tensor::zeros(s.param->shape());
+      s.exp_avg_sq = Tensor::zeros(s.param->shape());
+    }
+    ++s.step;
+    const double bias1 = 1.0 - std::pow(b1, static_cast<double>(s.step));
+    const double bias2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(s.step)));
+    const float step_size = static_cast<float>(options_.lr / bias1);
+    const float inv_b2 = static_cast<float>(1.0 / bias2_sqrt);
     float* p = s.param->data<float>();
     const float* g = s.grad->data<float>();
     float* m = s.exp_avg.data<float>();
@@ -48,37 +53,74 @@ void AdamW::step() {
   module_.drop_prepared();
 }
 
+namespace {
+Tensor i64_scalar(int64_t v) {
+  Tensor t = Tensor::empty({1}, DType::i64);
+  t.data<int64_t>()[0] = v;
+  return t;
+}
+}  // namespace
+
 std::map<std::string, Tensor> AdamW::state_dict() const {
   std::map<std::string, Tensor> out;
   for (const Slot& s : slots_) {
+    if (s.step == 0) continue;  // never updated: no state (as torch's state_dict)
     out[s.name + ".exp_avg"] = s.exp_avg;
     out[s.name + ".exp_avg_sq"] = s.exp_avg_sq;
+    out[s.name + ".step"] = i64_scalar(s.step);
   }
-  Tensor step = Tensor::empty({1}, DType::i64);
-  step.data<int64_t>()[0] = step_;
-  out["step"] = step;
+  out["step"] = i64_scalar(step_);
   return out;
 }
 
 void AdamW::load_state_dict(const std::map<std::string, Tensor>& state) {
-  auto it = state.find("step");
-  ENCORE_CHECK(it != state.end() && it->second.dtype() == DType::i64 && it->second.numel() == 1,
-               "AdamW.load_state_dict: missing or invalid 'step'");
-  for (Slot& s : slots_)
-    for (auto [suffix, dst] : {std::pair{".exp_avg", &s.exp_avg}, std::pair{".exp_avg_sq", &s.exp_avg_sq}}) {
-      auto f = state.find(s.name + suffix);
-      ENCORE_CHECK(f != state.end(), "AdamW.load_state_dict: missing '", s.name, suffix, "'");
-      ENCORE_CHECK(f->second.shape() == s.param->shape() && f->second.dtype() == DType::f32,
-                   "AdamW.load_state_dict: '", s.name, suffix, "' has shape ", f->second.shape_str(), ", expected ",
-                   s.param->shape_str());
-      dst->copy_from(f->second);
+  auto scalar = [&](const std::string& key) -> const Tensor* {
+    auto it = state.find(key);
+    if (it == state.end()) return nullptr;
+    ENCORE_CHECK(it->second.dtype() == DType::i64 && it->second.numel() == 1, "AdamW.load_state_dict: '", key,
+                 "' must be one int64");
+    return &it->second;
+  };
+  const Tensor* global = scalar("step");
+  ENCORE_CHECK(global, "AdamW.load_state_dict: missing 'step'");
+  const int64_t steps = global->data<int64_t>()[0];
+  ENCORE_CHECK(steps >= 0, "AdamW.load_state_dict: 'step' is negative");
+  std::set<std::string> known = {"step"};
+  for (const Slot& s : slots_)
+    for (const char* suffix : {".exp_avg", ".exp_avg_sq", ".step"}) known.insert(s.name + suffix);
+  for (const auto& [key, _] : state)
+    ENCORE_CHECK(known.count(key), "AdamW.load_state_dict: unexpected '", key, "' (no such parameter)");
+  std::vector<Slot> loaded = slots_;  // all or nothing: a bad entry leaves the optimizer as it was
+  for (Slot& s : loaded) {
+    auto m = state.find(s.name + ".exp_avg"), v = state.find(s.name + ".exp_avg_sq");
+    const Tensor* t = scalar(s.name + ".step");
+    ENCORE_CHECK((m == state.end()) == (v == state.end()), "AdamW.load_state_dict: '", s.name,
+                 "' has only one of exp_avg and exp_avg_sq");
+    if (m == state.end()) {
+      ENCORE_CHECK(!t || t->data<int64_t>()[0] == 0, "AdamW.load_state_dict: '", s.name,
+                   ".step' is set but its moments are missing");
+      s.exp_avg = s.exp_avg_sq = Tensor();
+      s.step = 0;
+      continue;
     }
-  step_ = it->second.data<int64_t>()[0];
+    s.step = t ? t->data<int64_t>()[0] : steps;
+    ENCORE_CHECK(s.step > 0 && s.step <= steps, "AdamW.load_state_dict: '", s.name, ".step' is ", s.step,
+                 ", must be in [1, step = ", steps, "]");
+    for (auto [src, dst] : {std::pair{&m->second, &s.exp_avg}, std::pair{&v->second, &s.exp_avg_sq}}) {
+      ENCORE_CHECK(src->shape() == s.param->shape() && src->dtype() == DType::f32, "AdamW.load_state_dict: '",
+                   s.name, src == &m->second ? ".exp_avg" : ".exp_avg_sq", "' has shape ", src->shape_str(),
+                   ", expected ", s.param->shape_str());
+      *dst = Tensor::empty(s.param->shape());
+      dst->copy_from(*src);
+    }
+  }
+  slots_ = std::move(loaded);
+  step_ = steps;
 }
 
 double clip_grad_norm(nn::Module& module, double max_norm) {
   double total_sq = 0;
-  auto grads = module.named_grads();
+  auto grads = module.named_grads();  // the gradients that exist (torch skips .grad None)
   for (auto& [_, g] : grads) {
     double sq = 0;
     const float* p = g->data<float>();

@@ -52,6 +52,7 @@ const std::map<char, std::array<const char*, 7>>& font() {
       {'s', {".....", ".....", ".####", "#....", ".###.", "....#", "####."}},
       {'t', {".#...", ".#...", "###..", ".#...", ".#...", ".#..#", "..##."}},
       {'u', {".....", ".....", "#...#", "#...#", "#...#", "#..##", ".##.#"}},
+      {'v', {".....", ".....", "#...#", "#...#", "#...#", ".#.#.", "..#.."}},
       {'y', {".....", ".....", "#...#", "#...#", ".####", "....#", ".###."}},
   };
   return f;
@@ -186,7 +187,7 @@ std::string render_training_plot(const PlotData& d, int width, int height) {
   }
   if (has_eval) {
     Panel acc{left, split + 24, right, bottom_all, x0, x1, 0.0, 1.0};
-    acc.draw_axes(c, "held-out accuracy", true);
+    acc.draw_axes(c, d.eval_title, true);
     for (size_t i = 0; i < d.eval_points.size(); ++i) {
       const int x = acc.px(static_cast<double>(d.eval_points[i].first)), y = acc.py(d.eval_points[i].second);
       if (i > 0)

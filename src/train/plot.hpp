@@ -11,6 +11,7 @@ namespace encore::train {
 struct PlotData {
   std::vector<double> losses;                           // losses[i]: optimizer step i + 1
   std::vector<std::pair<int64_t, double>> eval_points;  // (optimizer step, accuracy in [0, 1])
+  std::string eval_title = "held-out accuracy";          // the lower panel's title (lower-case letters, '-', ' ')
 };
 
 // The PNG file's bytes; width x height pixels (at least 200 x 150).

@@ -210,8 +210,10 @@ def test_gradients_accumulate_and_zero_grad():
     el(x); el.backward(g)
     for k, v in el.grads().items():
         np.testing.assert_allclose(v, 2 * once[k], rtol=1e-6, atol=1e-7)
-    el.zero_grad()
-    assert all(not v.any() for v in el.grads().values())
+    el.zero_grad(set_to_none=False)  # torch's zero_grad(set_to_none=False): zeros, same names
+    assert el.grads().keys() == once.keys() and all(not v.any() for v in el.grads().values())
+    el.zero_grad()  # torch's default: no gradients at all (.grad None) until the next backward
+    assert el.grads() == {}
     with pytest.raises(encore.Error, match="no saved forward pass"):
         el.backward(g)  # each backward needs its own forward
     el.eval()

@@ -143,3 +143,62 @@ def test_training_reduces_the_loss():
         opt.step()
         losses.append(loss)
     assert np.mean(losses[-10:]) < np.mean(losses[:10]) / 5, (losses[:3], losses[-3:])
+
+
+def test_adamw_and_clipping_skip_parameters_without_gradient(tmp_path):
+    """torch.optim.AdamW skips a parameter whose .grad is None (no decay, no moment update, its own step count
+    unchanged) and clip_grad_norm_ ignores it. Oracle: torch's AdamW and clip_grad_norm_ on the same parameters
+    fed encore's gradients (copied, so only the optimizers differ). A tiny BertModel; steps 0-1 backpropagate
+    from last_hidden_state only, so the pooler gets no gradient; steps 2-4 also from pooler_output, so the
+    pooler's first update is at its own step 1 while the others are at 3 (bias correction per parameter).
+    Tolerance: parameters within 1e-6 absolute after 5 steps (element-wise float32 updates, op order differs); the
+    pooler bit-identical to its start after steps 0-1; clip norms within 1e-6 relative."""
+    from test_model_training import BERT_NAMES, hf_names
+    from train_data import save_tiny_bert
+    import transformers as T
+    tiny = save_tiny_bert(tmp_path)
+    model = encore.AutoModel.load(str(tiny))
+    model.set_dropout(0.0)
+    model.train()
+    mod = model.parameters_module()
+    ref = T.BertModel.from_pretrained(tiny)
+    tparams = dict(ref.named_parameters())
+    pooler_start = {k: v.detach().numpy().copy() for k, v in tparams.items() if k.startswith("pooler.")}
+    kw = dict(lr=1e-2, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.1)
+    eopt, topt = encore.optim.AdamW(mod, **kw), torch.optim.AdamW(ref.parameters(), **kw)
+    rng = np.random.default_rng(4)
+    ids = rng.integers(1000, 1200, (3, 7))
+    mask = np.ones((3, 7), np.int64)
+    mask[1, 5:] = 0
+    for step in range(5):
+        eopt.zero_grad()
+        topt.zero_grad()
+        out = model(ids, mask, np.zeros_like(ids), return_dict=True)
+        d_last = rng.standard_normal(out["last_hidden_state"].shape).astype(np.float32)
+        d_pool = rng.standard_normal(out["pooler_output"].shape).astype(np.float32) if step >= 2 else None
+        model.backward(d_last_hidden_state=d_last, d_pooler_output=d_pool)
+        grads = mod.grads()
+        assert any(k.startswith("pooler.") for k in grads) == (step >= 2), sorted(grads)
+        for name, g in grads.items():
+            parts = [tparams[n] for n in hf_names(name, "", BERT_NAMES)]
+            for p, chunk in zip(parts, np.split(g, len(parts))):
+                p.grad = torch.from_numpy(chunk.copy())
+        assert all((p.grad is None) == (n.startswith("pooler.") and step < 2) for n, p in tparams.items())
+        enorm = encore.optim.clip_grad_norm_(mod, 0.5)
+        tnorm = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5).item()
+        assert tnorm > 0.5 and abs(enorm - tnorm) <= 1e-6 * tnorm, (step, enorm, tnorm)  # clipping is active
+        eopt.step()
+        topt.step()
+        if step == 1:
+            now = mod.state_dict()
+            for k, v in pooler_start.items():
+                assert np.array_equal(now[k], v), k  # bitwise: never touched
+                assert np.array_equal(tparams[k].detach().numpy(), v), k
+    assert eopt.steps == 5
+    final = mod.state_dict()
+    for name, got in final.items():
+        want = np.concatenate([tparams[n].detach().numpy() for n in hf_names(name, "", BERT_NAMES)])
+        d = np.abs(got - want).max()
+        assert d <= 1e-6, f"{name}: {d:.2e}"
+    for k, v in pooler_start.items():
+        assert np.abs(final[k] - v).max() > 1e-3, k  # and updated once it had gradients

@@ -1,0 +1,262 @@
+// The shared training loop (loop.hpp): one optimizer step = grad_accum micro-batches of batch_size examples
+// taken in order from a per-epoch shuffled permutation, then clipping and AdamW; the state a checkpoint stores
+// is everything that loop reads, so a resumed run repeats an uninterrupted one bit for bit.
+#include "train/loop.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "io/staged_dir.hpp"
+#include "train/checkpoint.hpp"
+#include "train/plot.hpp"
+
+namespace encore::train {
+
+using Json = nlohmann::json;
+
+void Fingerprint::add(const std::string& s) {
+  for (unsigned char c : s) h_ = (h_ ^ c) * 1099511628211ull;
+  h_ = (h_ ^ 0xFF) * 1099511628211ull;  // field separator
+}
+
+std::string Fingerprint::hex() const {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h_));
+  return buf;
+}
+
+namespace {
+
+uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Where training stands: what a checkpoint stores beyond the weights and the optimizer.
+struct LoopState {
+  int64_t step = 0;   // optimizer steps done
+  int64_t epoch = -1; // current pass over the data (0-based; -1 before the first)
+  int64_t pos = 0;    // next index into `order`; == n: the epoch is done
+  std::vector<int64_t> order;
+  std::mt19937_64 rng;
+  std::vector<double> losses;                           // every step so far, resumed ones included
+  std::vector<std::pair<int64_t, double>> eval_points;  // (step, held-out metric)
+};
+
+template <typename T>
+T state_field(const Json& j, const char* key, const std::string& where) {
+  ENCORE_CHECK(j.contains(key), where, ": missing '", key, "'");
+  try {
+    return j[key].get<T>();
+  } catch (const Json::exception& e) {
+    throw Error(detail::concat(where, ": '", key, "' has the wrong type: ", e.what()));
+  }
+}
+
+// JSON writes NaN as null: read a number or null back as a double.
+double number_or_nan(const Json& v, const std::string& where, const char* what) {
+  ENCORE_CHECK(v.is_number() || v.is_null(), where, ": '", what, "' must hold numbers");
+  return v.is_null() ? std::nan("") : v.get<double>();
+}
+
+// Rewrites the CSV log keeping the header and the rows of steps <= last_step (a resumed run appends after them).
+void truncate_log(const std::string& path, int64_t last_step) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::string out, line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (!header && !line.empty()) {
+      const std::string step = line.substr(0, line.find(','));
+      ENCORE_CHECK(!step.empty() && step.find_first_not_of("0123456789") == std::string::npos, "--resume: the log '",
+                   path, "' has a row that does not start with a step number: '", line, "'");
+      if (std::stoll(step) > last_step) continue;
+    }
+    out += line + "\n";
+    header = false;
+  }
+  in.close();
+  std::ofstream f(path, std::ios::trunc);
+  f << out;
+  ENCORE_CHECK(f.good(), "cannot write the log '", path, "'");
+}
+
+// Restores `st` and the optimizer from a checkpoint's trainer state after checking that the run is the same.
+void restore(const TrainConfig& cfg, TrainTask& task, const Json& resumed, int64_t total, LoopState& st,
+             AdamW& opt) {
+  const std::string where = "'" + cfg.resume_dir + "/trainer_state.json'";
+  const int64_t n = task.train_examples();
+  const std::string was = resumed.value("task", "classification");  // written before tasks were named
+  ENCORE_CHECK(was == task.name(), "--resume: the checkpoint was trained for the ", was, " task, this run is ",
+               task.name(), " (", where, ")");
+  auto must_match = [&](const std::string& key, const Json& now) {
+    ENCORE_CHECK(resumed.contains(key) && resumed[key] == now, "--resume: ", key, " is ", now.dump(),
+                 " but the checkpoint was trained with ", resumed.contains(key) ? resumed[key].dump() : "nothing",
+                 " (", where, "); resuming needs the same value");
+  };
+  const Json identity = task.identity();  // (a temporary's items() would dangle in the range-for)
+  for (const auto& [key, value] : identity.items()) must_match(key, value);
+  must_match("train_examples", n);
+  must_match("data_fingerprint", task.data_fingerprint());
+  must_match("batch_size", cfg.batch_size);
+  must_match("grad_accum", cfg.grad_accum);
+  must_match("seed", cfg.seed);
+  must_match("shuffle", cfg.shuffle);
+  st.step = state_field<int64_t>(resumed, "global_step", where);
+  st.epoch = state_field<int64_t>(resumed, "epoch", where);
+  st.pos = state_field<int64_t>(resumed, "position", where);
+  st.order = state_field<std::vector<int64_t>>(resumed, "order", where);
+  for (const Json& l : state_field<Json>(resumed, "losses", where)) st.losses.push_back(number_or_nan(l, where, "losses"));
+  st.eval_points = state_field<std::vector<std::pair<int64_t, double>>>(resumed, "eval_accuracy", where);
+  std::istringstream rng_text(state_field<std::string>(resumed, "shuffle_rng", where));
+  rng_text >> st.rng;
+  ENCORE_CHECK(!rng_text.fail(), where, ": 'shuffle_rng' is not a generator state");
+  std::vector<int64_t> sorted = st.order;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < static_cast<int64_t>(sorted.size()); ++i)
+    ENCORE_CHECK(sorted[i] == i, where, ": 'order' is not a permutation of the ", n, " examples");
+  ENCORE_CHECK(static_cast<int64_t>(st.order.size()) == n && st.pos >= 0 && st.pos <= n && st.step >= 0 &&
+                   st.epoch >= -1 && static_cast<int64_t>(st.losses.size()) == st.step,
+               where, ": inconsistent step/epoch/position/losses");
+  ENCORE_CHECK(st.step < total, "--resume: the checkpoint is at step ", st.step, ", the run ends at step ", total,
+               ": nothing left to train (raise --steps/--epochs)");
+  load_optimizer_state(cfg.resume_dir, opt);
+  ENCORE_CHECK(opt.steps() == st.step, where, ": global_step ", st.step, " disagrees with the optimizer's step ",
+               opt.steps());
+}
+
+}  // namespace
+
+void check_common_options(const TrainConfig& cfg) {
+  ENCORE_CHECK(cfg.grad_accum >= 1, "train: grad_accum must be >= 1, got ", cfg.grad_accum);
+  ENCORE_CHECK(cfg.save_every >= 0, "train: save_every must be >= 0, got ", cfg.save_every);
+  ENCORE_CHECK(cfg.dropout < 1, "train: dropout must be in [0, 1), got ", cfg.dropout);
+  ENCORE_CHECK(cfg.save_every == 0 || !cfg.output_dir.empty(), "train: save_every needs an output directory");
+}
+
+Json resume_state(const TrainConfig& cfg) { return cfg.resume_dir.empty() ? Json() : read_trainer_state(cfg.resume_dir); }
+
+TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& resumed,
+                         const std::function<void(const TrainProgress&)>& progress,
+                         std::chrono::steady_clock::time_point t0) {
+  const bool resuming = !cfg.resume_dir.empty();
+  TrainReport report;
+  report.train_examples = task.train_examples();
+  report.eval_examples = task.eval_examples();
+  const int64_t n = report.train_examples;
+  const int64_t step_examples = cfg.batch_size * cfg.grad_accum;
+  const int64_t per_epoch = (n + step_examples - 1) / step_examples;
+  const int64_t total = cfg.steps > 0 ? cfg.steps : per_epoch * cfg.epochs;
+  const Schedule schedule = parse_schedule(cfg.schedule);
+  const std::string model_dir = resuming ? cfg.resume_dir : cfg.model_dir;
+  AutoModel& model = task.model();
+
+  if (task.evaluates_before_training()) {  // a resumed run reports the first run's value
+    report.eval_before = resuming ? number_or_nan(resumed.value("eval_before", Json()), cfg.resume_dir, "eval_before")
+                                  : task.evaluate();
+  }
+  if (cfg.dropout >= 0) model.set_dropout(cfg.dropout);  // else the checkpoint's own rates
+  model.set_gradient_checkpointing(cfg.gradient_checkpointing);
+  model.train();
+  nn::Module& params = model.module();
+  AdamW opt(params, {cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay});
+
+  LoopState st;
+  st.rng.seed(cfg.seed);
+  st.order.resize(n);
+  std::iota(st.order.begin(), st.order.end(), 0);
+  st.pos = n;  // the first iteration starts epoch 0
+  if (resuming) restore(cfg, task, resumed, total, st, opt);
+  report.first_step = st.step;
+
+  std::ofstream log;
+  if (!cfg.log_csv.empty()) {
+    const bool append = resuming && std::filesystem::exists(cfg.log_csv);
+    if (append) truncate_log(cfg.log_csv, st.step);
+    log.open(cfg.log_csv, append ? std::ios::app : std::ios::trunc);
+    ENCORE_CHECK(log.good(), "cannot write the log '", cfg.log_csv, "'");
+    if (!append) log << "step,loss,lr,grad_norm,eval_accuracy\n";
+  }
+  auto plot = [&]() { return render_training_plot({st.losses, st.eval_points, "held-out " + task.metric_name()}); };
+  const std::string data_fingerprint = task.data_fingerprint();
+  auto save = [&]() {
+    std::ostringstream rng_text;
+    rng_text << st.rng;
+    Json state = {{"format", kTrainerStateFormat}, {"version", kTrainerStateVersion}, {"task", task.name()},
+                  {"global_step", st.step}, {"epoch", st.epoch}, {"position", st.pos}, {"total_steps", total},
+                  {"train_examples", n}, {"data_fingerprint", data_fingerprint}, {"batch_size", cfg.batch_size},
+                  {"grad_accum", cfg.grad_accum}, {"seed", cfg.seed}, {"shuffle", cfg.shuffle}, {"lr", cfg.lr},
+                  {"weight_decay", cfg.weight_decay}, {"schedule", cfg.schedule}, {"warmup_steps", cfg.warmup_steps},
+                  {"data", cfg.data}, {"source_model", model_dir}, {"shuffle_rng", rng_text.str()},
+                  {"order", st.order}, {"losses", st.losses}, {"eval_accuracy", st.eval_points}};
+    state.update(task.identity());
+    if (task.evaluates_before_training()) state["eval_before"] = report.eval_before;  // NaN -> null
+    task.save(cfg.output_dir, opt, state, cfg.plot_png.empty() ? plot() : std::string());
+    if (const char* v = std::getenv("ENCORE_VERBOSE"); v && std::string(v) == "1")
+      std::fprintf(stderr, "encore: train: saved the checkpoint of step %lld to '%s'\n",
+                   static_cast<long long>(st.step), cfg.output_dir.c_str());
+  };
+
+  const auto loop_start = std::chrono::steady_clock::now();
+  while (st.step < total) {
+    if (st.pos >= n) {  // next epoch
+      ++st.epoch;
+      st.pos = 0;
+      if (cfg.shuffle) std::shuffle(st.order.begin(), st.order.end(), st.rng);
+    }
+    const int64_t end = std::min(n, st.pos + step_examples), step_n = end - st.pos;
+    const int64_t micro_batches = (step_n + cfg.batch_size - 1) / cfg.batch_size;
+    const double lr = learning_rate_at(st.step, cfg.lr, cfg.warmup_steps, total, schedule);
+    opt.set_lr(lr);
+    opt.zero_grad();
+    // The step's loss and gradient: Σ weight·(micro-batch loss and its gradient), the weights from the task.
+    double loss = 0;
+    for (int64_t s = st.pos, micro = 0; s < end; s += cfg.batch_size, ++micro) {
+      nn::manual_seed(mix64(cfg.seed ^ mix64(static_cast<uint64_t>(st.step * cfg.grad_accum + micro))));  // dropout
+      std::vector<int64_t> idx(st.order.begin() + s, st.order.begin() + std::min(end, s + cfg.batch_size));
+      const double weight = task.micro_batch_weight(static_cast<int64_t>(idx.size()), step_n, micro_batches);
+      loss += weight * task.train_micro_batch(idx, weight, &report.tokens);
+    }
+    st.pos = end;
+    const double norm = cfg.max_grad_norm > 0 ? clip_grad_norm(params, cfg.max_grad_norm) : std::nan("");
+    opt.step();
+    ++st.step;
+    st.losses.push_back(loss);
+    report.losses.push_back(loss);
+    const bool epoch_end = cfg.steps <= 0 && st.pos >= n;
+    const bool last = st.step == total;
+    double acc = std::nan("");
+    if (epoch_end || last) {
+      acc = task.evaluate();
+      if (!std::isnan(acc)) {
+        report.eval_accuracy.push_back(acc);
+        st.eval_points.emplace_back(st.step, acc);
+      }
+    }
+    if (log.is_open()) {
+      log << st.step << "," << loss << "," << lr << "," << norm << ",";
+      if (!std::isnan(acc)) log << acc;
+      log << "\n";
+      log.flush();
+    }
+    if (!cfg.output_dir.empty() && (last || (cfg.save_every > 0 && st.step % cfg.save_every == 0))) save();
+    if (progress) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+      progress({st.step, total, loss, lr, report.tokens, secs, report.first_step});
+    }
+  }
+  model.eval();
+  if (!cfg.plot_png.empty()) io::write_file_atomic(cfg.plot_png, plot());
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace encore::train
