@@ -37,6 +37,30 @@ class SeedScope {
   uint64_t previous_state_;
 };
 
+// torch.nn.TransformerDecoderLayer's residual and LayerNorm wiring around its three sublayers, shared by the
+// inference and the training forward (the sublayers differ; in training the norms save their inputs, so every
+// residual add is out of place or on the sublayer's fresh output):
+//   Pre-LN:  h1 = x + sa(norm1(x)) ; h2 = h1 + mha(norm2(h1)) ; out = h2 + ff(norm3(h2))
+//   Post-LN: h1 = norm1(x + sa(x)) ; h2 = norm2(h1 + mha(h1)) ; out = norm3(h2 + ff(h2))
+template <class SelfAttention, class CrossAttention, class FeedForward>
+Tensor decoder_residuals(const TransformerDecoderLayer& layer, const Tensor& x, SelfAttention&& sa,
+                         CrossAttention&& mha, FeedForward&& ff) {
+  if (layer.norm_first) {
+    Tensor h1 = ops::add_forward(x, sa(layer.norm1.apply(x)));
+    Tensor h2 = ops::add_forward(h1, mha(layer.norm2.apply(h1)));
+    return ops::add_forward(h2, ff(layer.norm3.apply(h2)));
+  }
+  Tensor a = sa(x);
+  ops::add_forward_(a, x);
+  Tensor h1 = layer.norm1.apply(a);
+  Tensor c = mha(h1);
+  ops::add_forward_(c, h1);
+  Tensor h2 = layer.norm2.apply(c);
+  Tensor f = ff(h2);
+  ops::add_forward_(f, h2);
+  return layer.norm3.apply(f);
+}
+
 // The position-wise feed-forward block in training: out = dropout_out(linear2(dropout_hidden(act(linear1(x)))))
 // (gated: act(a)·b), saving what ffn_backward needs; ffn_backward returns dx and accumulates linear1/linear2's
 // gradients. Seeds are drawn from next_seed() in the forward and replayed.

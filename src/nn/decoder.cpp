@@ -110,26 +110,7 @@ Tensor TransformerDecoderLayer::forward_batch_first(const Tensor& x, const Tenso
   auto ff_block = [&](const Tensor& h) {
     return drop(detail::feed_forward(*this, h, linear1, linear2, activation, dropout, training_));
   };
-  Tensor out;
-  if (norm_first) {
-    // x = x + sa(norm1(x)) ; x = x + mha(norm2(x), mem) ; x = x + ff(norm3(x))
-    Tensor h = x.clone();
-    ops::add_forward_(h, sa_block(norm1.apply(h)));
-    ops::add_forward_(h, mha_block(norm2.apply(h)));
-    ops::add_forward_(h, ff_block(norm3.apply(h)));
-    out = h;
-  } else {
-    // x = norm1(x + sa(x)) ; x = norm2(x + mha(x, mem)) ; x = norm3(x + ff(x))
-    Tensor a = sa_block(x);
-    ops::add_forward_(a, x);
-    Tensor h1 = norm1.apply(a);
-    Tensor c = mha_block(h1);
-    ops::add_forward_(c, h1);
-    Tensor h2 = norm2.apply(c);
-    Tensor f = ff_block(h2);
-    ops::add_forward_(f, h2);
-    out = norm3.apply(f);
-  }
+  Tensor out = detail::decoder_residuals(*this, x, sa_block, mha_block, ff_block);
   observe("out", out);
   return out;
 }

@@ -33,25 +33,7 @@ Tensor TransformerDecoderLayer::forward_train(const Tensor& x, const Tensor& mem
   auto ff_block = [&](const Tensor& h) {
     return detail::ffn_forward_train(sv->ffn, h, linear1, linear2, activation, dropout, dropout);
   };
-  Tensor out;
-  if (norm_first) {
-    // h1 = x + sa(norm1(x)) ; h2 = h1 + mha(norm2(h1), mem) ; out = h2 + ff(norm3(h2))   (out of place: the
-    // norms saved h1 and h2)
-    Tensor h1 = ops::add_forward(x, sa_block(norm1.apply(x)));
-    Tensor h2 = ops::add_forward(h1, mha_block(norm2.apply(h1)));
-    out = ops::add_forward(h2, ff_block(norm3.apply(h2)));
-  } else {
-    // h1 = norm1(x + sa(x)) ; h2 = norm2(h1 + mha(h1, mem)) ; out = norm3(h2 + ff(h2))
-    Tensor a = sa_block(x);
-    ops::add_forward_(a, x);
-    Tensor h1 = norm1.apply(a);
-    Tensor c = mha_block(h1);
-    ops::add_forward_(c, h1);
-    Tensor h2 = norm2.apply(c);
-    Tensor f = ff_block(h2);
-    ops::add_forward_(f, h2);
-    out = norm3.apply(f);
-  }
+  Tensor out = detail::decoder_residuals(*this, x, sa_block, mha_block, ff_block);
   push_saved(sv);
   return out;
 }
