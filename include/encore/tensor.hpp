@@ -105,6 +105,9 @@ class Tensor {
   void fill(float value);             // f32 only
 
  private:
+  static Tensor wrap_storage(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner,
+                             const Shape& strides, bool file_mapping);
+
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;  // in elements
   Shape shape_, strides_;

@@ -155,11 +155,11 @@ Tensor Tensor::from_floats(const Shape& shape, const float* data) {
   return t;
 }
 
-Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner,
-                    const Shape& strides) {
+Tensor Tensor::wrap_storage(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner,
+                            const Shape& strides, bool file_mapping) {
   check_new_shape(shape);
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(data, std::move(owner));
+  t.storage_ = std::make_shared<Storage>(data, std::move(owner), file_mapping);
   t.shape_ = shape;
   t.strides_ = strides.empty() ? contiguous_strides(shape) : strides;
   ENCORE_CHECK(t.strides_.size() == shape.size(), "wrap: ", strides.size(), " strides for shape ",
@@ -168,10 +168,13 @@ Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr
   return t;
 }
 
+Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner,
+                    const Shape& strides) {
+  return wrap_storage(data, shape, dtype, std::move(owner), strides, /*file_mapping=*/false);
+}
+
 Tensor Tensor::wrap_file_mapping(const void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
-  Tensor t = wrap(const_cast<void*>(data), shape, dtype, nullptr);
-  t.storage_ = std::make_shared<Storage>(const_cast<void*>(data), std::move(owner), /*file_mapping=*/true);
-  return t;
+  return wrap_storage(const_cast<void*>(data), shape, dtype, std::move(owner), {}, /*file_mapping=*/true);
 }
 
 bool Tensor::is_file_mapping() const { return defined() && storage_->file_mapping(); }
