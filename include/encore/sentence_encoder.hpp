@@ -29,6 +29,26 @@ struct EncodeOptions {
   std::function<void(int64_t done, int64_t total)> progress;  // called after each batch
 };
 
+// How texts are cut to max_seq_length (tokenize with options; the default is what encode() does).
+struct TokenizeOptions {
+  bool truncate = true;               // false: sequences longer than max_seq_length are returned whole
+  Side direction = Side::right;       // which end truncation removes tokens from
+  bool add_special_tokens = true;
+};
+
+// One forward pass over sequences that are already tokenized (encode_tokenized).
+struct TokenizedEncodeOptions {
+  bool normalize = false;         // L2-normalise the pooled embeddings
+  bool token_embeddings = false;  // also return the last hidden state (per-token vectors)
+  bool logits = false;            // also return the sequence-classification head's logits (checkpoint must have one)
+};
+
+struct TokenizedEncodeOutput {
+  Tensor embeddings;        // (n, dimension): pooled, the pipeline's Dense modules applied
+  Tensor token_embeddings;  // (n, T, hidden), T the longest sequence; rows past a sequence's length are 0
+  Tensor logits;            // (n, num_labels)
+};
+
 struct PoolingConfig {
   std::vector<std::string> modes = {"mean"};  // cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken
   bool include_prompt = true;
@@ -44,6 +64,17 @@ class SentenceEncoder {
   // The texts as encode() tokenizes them: lower-cased if the pipeline says so, truncated to max_seq_length,
   // special tokens added, unpadded.
   std::vector<Encoding> tokenize(const std::vector<std::string>& texts) const;
+  std::vector<Encoding> tokenize(const std::vector<std::string>& texts, const TokenizeOptions& options) const;
+  // A (first, second) pair as a cross-encoder reads it (token_type_ids 0/1), truncated longest-first to
+  // max_seq_length when options.truncate (options.direction applies).
+  Encoding tokenize_pair(const std::string& first, const std::string& second, const TokenizeOptions& options = {}) const;
+
+  // The pipeline on pre-tokenized sequences (each 1..max_sequence_length() tokens), run as ONE right-padded
+  // batch in the order given (padding-free inside the model: no compute is spent on padding). encode() is
+  // tokenize + length-sorted chunks of this; a server's batcher calls it with the batches it forms. Row i of
+  // every output belongs to sequences[i]. Pointers are borrowed for the call only.
+  TokenizedEncodeOutput encode_tokenized(const std::vector<const Encoding*>& sequences,
+                                         const TokenizedEncodeOptions& options = {}) const;
 
   int64_t dimension() const;
   int64_t max_seq_length() const;

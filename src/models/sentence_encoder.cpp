@@ -88,6 +88,7 @@ struct SentenceEncoder::Impl {
   std::shared_ptr<AutoModel> model;
   std::shared_ptr<Tokenizer> tokenizer;        // truncates to max_seq_length, no padding
   std::shared_ptr<Tokenizer> tokenizer_whole;  // no truncation: to report over-long texts when truncate=false
+  std::shared_ptr<Tokenizer> tokenizer_left;   // truncates at the start (TEI's truncation_direction "left")
   PoolingConfig pooling;
   std::vector<DenseModule> dense;
   bool normalize = false;
@@ -127,6 +128,8 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       impl->model = std::make_shared<AutoModel>(AutoModel::load(dir.string(), dtype));
       impl->tokenizer = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
       impl->tokenizer_whole = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
+      impl->tokenizer_left = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
+      impl->tokenizer_left->set_padding(std::nullopt);
       impl->tokenizer->set_padding(std::nullopt);
       impl->tokenizer_whole->set_padding(std::nullopt);
       impl->tokenizer_whole->set_truncation(std::nullopt);
@@ -203,32 +206,13 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return encodings[a].size() > encodings[b].size(); });
 
-  // The pad id only fills masked positions; it matters for RoBERTa-style position ids, which count non-pad ids.
-  const int64_t pad_id = m.model->info().pad_token_id;
   for (int64_t start = 0; start < n; start += opt.batch_size) {
     const int64_t B = std::min(opt.batch_size, n - start);
-    int64_t T = 1;
-    for (int64_t i = 0; i < B; ++i) T = std::max<int64_t>(T, encodings[order[start + i]].size());
-    Tensor ids = Tensor::empty({B, T}, DType::i64);
-    Tensor mask = Tensor::zeros({B, T}, DType::i64), types = Tensor::zeros({B, T}, DType::i64);
-    int64_t* pi = ids.data<int64_t>();
-    int64_t* pm = mask.data<int64_t>();
-    int64_t* pt = types.data<int64_t>();
-    for (int64_t i = 0; i < B; ++i) {
-      const Encoding& e = encodings[order[start + i]];
-      for (int64_t t = 0; t < T; ++t) {
-        const bool real = t < static_cast<int64_t>(e.size());
-        pi[i * T + t] = real ? e.ids[t] : pad_id;
-        pm[i * T + t] = real ? 1 : 0;
-        pt[i * T + t] = real && t < static_cast<int64_t>(e.type_ids.size()) ? e.type_ids[t] : 0;
-      }
-    }
-    ForwardOptions fo;
-    fo.compute_logits = false;
-    ModelOutput out = m.model->forward(ids, mask, types, fo);
-    Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
-    for (const auto& d : m.dense) emb = ops::linear_forward(emb, d.weight, d.bias, d.act);
-    if (normalize) emb = normalize_rows(emb);
+    std::vector<const Encoding*> batch(B);
+    for (int64_t i = 0; i < B; ++i) batch[i] = &encodings[order[start + i]];
+    TokenizedEncodeOptions to;
+    to.normalize = normalize;
+    const Tensor emb = encode_tokenized(batch, to).embeddings;
     const int64_t C = emb.size(1);
     for (int64_t i = 0; i < B; ++i)
       std::copy_n(emb.data<float>() + i * C, C, result.data<float>() + order[start + i] * C);
@@ -237,11 +221,72 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
   return result;
 }
 
+TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const Encoding*>& sequences,
+                                                        const TokenizedEncodeOptions& options) const {
+  const Impl& m = *impl_;
+  const int64_t B = static_cast<int64_t>(sequences.size());
+  ENCORE_CHECK(B > 0, "encode_tokenized: no sequences");
+  ENCORE_CHECK(!options.logits || m.model->info().head == "sequence_classification",
+               "encode_tokenized: the model has no sequence-classification head (it is ",
+               m.model->info().architecture, ")");
+  int64_t T = 1;
+  for (int64_t i = 0; i < B; ++i) {
+    ENCORE_CHECK(sequences[i] && !sequences[i]->ids.empty(), "encode_tokenized: sequence ", i, " is empty");
+    T = std::max<int64_t>(T, sequences[i]->size());
+  }
+  ENCORE_CHECK(T <= m.model->max_sequence_length(), "encode_tokenized: a sequence has ", T,
+               " tokens, more than the model's ", m.model->max_sequence_length());
+  // The pad id only fills masked positions; it matters for RoBERTa-style position ids, which count non-pad ids.
+  const int64_t pad_id = m.model->info().pad_token_id;
+  Tensor ids = Tensor::empty({B, T}, DType::i64);
+  Tensor mask = Tensor::zeros({B, T}, DType::i64), types = Tensor::zeros({B, T}, DType::i64);
+  int64_t* pi = ids.data<int64_t>();
+  int64_t* pm = mask.data<int64_t>();
+  int64_t* pt = types.data<int64_t>();
+  for (int64_t i = 0; i < B; ++i) {
+    const Encoding& e = *sequences[i];
+    for (int64_t t = 0; t < T; ++t) {
+      const bool real = t < static_cast<int64_t>(e.size());
+      pi[i * T + t] = real ? e.ids[t] : pad_id;
+      pm[i * T + t] = real ? 1 : 0;
+      pt[i * T + t] = real && t < static_cast<int64_t>(e.type_ids.size()) ? e.type_ids[t] : 0;
+    }
+  }
+  ForwardOptions fo;
+  fo.compute_logits = options.logits;
+  ModelOutput out = m.model->forward(ids, mask, types, fo);
+  TokenizedEncodeOutput result;
+  Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
+  for (const auto& d : m.dense) emb = ops::linear_forward(emb, d.weight, d.bias, d.act);
+  result.embeddings = options.normalize ? normalize_rows(emb) : emb;
+  if (options.token_embeddings) result.token_embeddings = out.last_hidden_state;
+  if (options.logits) result.logits = out.logits;
+  return result;
+}
+
 std::vector<Encoding> SentenceEncoder::tokenize(const std::vector<std::string>& texts) const {
+  return tokenize(texts, TokenizeOptions{});
+}
+
+std::vector<Encoding> SentenceEncoder::tokenize(const std::vector<std::string>& texts,
+                                                const TokenizeOptions& options) const {
+  const Tokenizer& tok = !options.truncate                      ? *impl_->tokenizer_whole
+                         : options.direction == Side::left ? *impl_->tokenizer_left
+                                                           : *impl_->tokenizer;
   std::vector<Encoding> out;
   out.reserve(texts.size());
-  for (const auto& t : texts) out.push_back(impl_->tokenizer->encode(impl_->do_lower_case ? unicode_lower(t) : t, true));
+  for (const auto& t : texts)
+    out.push_back(tok.encode(impl_->do_lower_case ? unicode_lower(t) : t, options.add_special_tokens));
   return out;
+}
+
+Encoding SentenceEncoder::tokenize_pair(const std::string& first, const std::string& second,
+                                        const TokenizeOptions& options) const {
+  const Tokenizer& tok = !options.truncate                      ? *impl_->tokenizer_whole
+                         : options.direction == Side::left ? *impl_->tokenizer_left
+                                                           : *impl_->tokenizer;
+  auto lower = [&](const std::string& s) { return impl_->do_lower_case ? unicode_lower(s) : s; };
+  return tok.encode_pair(lower(first), lower(second), options.add_special_tokens);
 }
 
 std::string default_model_dir() {
@@ -263,6 +308,8 @@ void SentenceEncoder::set_max_seq_length(int64_t length) {
   TruncationOptions t;
   t.max_length = length;
   impl_->tokenizer->set_truncation(t);
+  t.direction = Side::left;
+  impl_->tokenizer_left->set_truncation(t);
 }
 bool SentenceEncoder::normalizes() const { return impl_->normalize; }
 const PoolingConfig& SentenceEncoder::pooling() const { return impl_->pooling; }

@@ -1,0 +1,100 @@
+// encore::serve::Engine - a SentenceEncoder behind a Batcher and one engine thread: callers (a server's
+// connection threads) submit tokenized requests and get a callback when every sequence of the request has run.
+//
+//   auto enc = std::make_shared<encore::SentenceEncoder>(encore::SentenceEncoder::load(dir));
+//   encore::serve::Engine engine(enc, {});
+//   auto seqs = enc->tokenize({"a text", "another"});
+//   engine.submit(std::move(seqs), encore::serve::Task::embed, [](encore::serve::EngineResult r) {
+//     // r.outputs[i]: the pooled embedding of sequence i (not normalised); runs on the engine thread
+//   });
+//
+// The engine thread takes batches from the Batcher (token budget, shortest first, starvation bound) and runs
+// each as one padding-free forward pass (SentenceEncoder::encode_tokenized). Callbacks run on the engine
+// thread: they must only hand the result over (post it to an I/O thread), never block. A request cancelled
+// with cancel() leaves the queue at once; if some of its sequences are running, their results are dropped and
+// its callback is never called. Thread safety: every member may be called from any thread.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "encore/batcher.hpp"
+#include "encore/sentence_encoder.hpp"
+
+namespace encore::serve {
+
+enum class Task {
+  embed,             // pooled embedding per sequence (Dense modules applied, not normalised): dimension floats
+  token_embeddings,  // the last hidden state of each sequence: length x hidden floats
+  classify,          // the sequence-classification head's logits: num_labels floats
+};
+
+struct EngineResult {
+  std::string error;                        // empty on success
+  std::vector<std::vector<float>> outputs;  // per sequence, in request order (see Task)
+  std::vector<size_t> lengths;              // tokens per sequence
+  int64_t tokens = 0;                       // real tokens of the request
+  double queue_seconds = 0;                 // submit -> the last of its batches started
+  double inference_seconds = 0;             // sum of the forward passes its sequences ran in
+};
+
+struct EngineOptions {
+  BatcherOptions batcher;
+};
+
+// Totals since start (for metrics).
+struct EngineStats {
+  int64_t queued_sequences = 0, queued_tokens = 0;
+  int64_t batches = 0, sequences = 0, tokens = 0;
+  int64_t last_batch_sequences = 0, last_batch_tokens = 0;
+  double busy_seconds = 0;  // time spent in forward passes
+};
+
+// Scores a classifier's logits the way TEI does for /predict and /rerank: with raw, the logits as they are;
+// otherwise a sigmoid for one logit, a softmax for several.
+std::vector<float> classification_scores(const std::vector<float>& logits, bool raw);
+
+class Engine {
+ public:
+  using Callback = std::function<void(EngineResult)>;
+  using BatchObserver = std::function<void(int64_t sequences, int64_t tokens, double seconds)>;
+
+  Engine(std::shared_ptr<const SentenceEncoder> encoder, EngineOptions options, BatchObserver observer = {});
+  ~Engine();  // shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues the sequences (each 1..max_sequence_length() tokens; Task::classify needs a classification head).
+  // Throws encore::Error on an invalid request or after shutdown(). done runs on the engine thread.
+  RequestId submit(std::vector<Encoding> sequences, Task task, Callback done);
+  void cancel(RequestId request);
+  // Runs one batch of `sequences` sequences of `length` tokens through the model, synchronously, before serving
+  // (first-touch of weights and workspaces, oneDNN primitive creation); returns the seconds it took.
+  double warm_up(int64_t length, int64_t sequences = 1);
+  // Stops taking requests, finishes every queued one, joins the engine thread. Idempotent.
+  void shutdown();
+
+  EngineStats stats() const;
+  const SentenceEncoder& encoder() const { return *encoder_; }
+
+ private:
+  struct Job;
+  void run();
+
+  std::shared_ptr<const SentenceEncoder> encoder_;
+  Batcher batcher_;
+  BatchObserver observer_;
+  mutable std::mutex mutex_;
+  std::unordered_map<RequestId, std::shared_ptr<Job>> jobs_;
+  EngineStats stats_;
+  std::thread thread_;
+  std::once_flag shutdown_once_;
+};
+
+}  // namespace encore::serve

@@ -1,0 +1,197 @@
+// The serving engine: one thread taking Batcher batches through SentenceEncoder::encode_tokenized.
+#include "encore/serve_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "encore/error.hpp"
+
+namespace encore::serve {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+}  // namespace
+
+std::vector<float> classification_scores(const std::vector<float>& logits, bool raw) {
+  if (raw || logits.empty()) return logits;
+  std::vector<float> out(logits.size());
+  if (logits.size() == 1) {  // sigmoid(x) = 1 / (1 + exp(-x))
+    out[0] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[0]))));
+    return out;
+  }
+  // softmax(x)_i = exp(x_i - max x) / sum_j exp(x_j - max x)
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(x - mx);
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<float>(std::exp(logits[i] - mx) / sum);
+  return out;
+}
+
+struct Engine::Job {
+  std::vector<Encoding> sequences;
+  Task task = Task::embed;
+  Callback done;
+  EngineResult result;
+  int64_t remaining = 0;
+  int64_t last_batch = -1;  // the batch whose forward time was last added to inference_seconds
+  Clock::time_point submitted;
+};
+
+Engine::Engine(std::shared_ptr<const SentenceEncoder> encoder, EngineOptions options, BatchObserver observer)
+    : encoder_(std::move(encoder)), batcher_(options.batcher), observer_(std::move(observer)) {
+  ENCORE_CHECK(encoder_, "Engine: no encoder");
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+RequestId Engine::submit(std::vector<Encoding> sequences, Task task, Callback done) {
+  ENCORE_CHECK(!sequences.empty(), "a request needs at least one input");
+  const int64_t limit = encoder_->model().max_sequence_length();
+  std::vector<int64_t> lengths;
+  lengths.reserve(sequences.size());
+  int64_t tokens = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(sequences[i].size());
+    ENCORE_CHECK(n > 0 && n <= limit, "input ", i, " has ", n, " tokens; the model takes 1 to ", limit);
+    lengths.push_back(n);
+    tokens += n;
+  }
+  ENCORE_CHECK(task != Task::classify || encoder_->model().info().head == "sequence_classification",
+               "the model has no sequence-classification head");
+  auto job = std::make_shared<Job>();
+  job->sequences = std::move(sequences);
+  job->task = task;
+  job->done = std::move(done);
+  job->remaining = static_cast<int64_t>(lengths.size());
+  job->result.outputs.resize(lengths.size());
+  job->result.tokens = tokens;
+  job->result.lengths.assign(lengths.begin(), lengths.end());
+  job->submitted = Clock::now();
+  // Held across push so the engine thread never sees an id before its job is registered.
+  std::lock_guard<std::mutex> lock(mutex_);
+  const RequestId id = batcher_.push(lengths);
+  jobs_.emplace(id, std::move(job));
+  return id;
+}
+
+void Engine::cancel(RequestId request) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  batcher_.cancel(request);
+  jobs_.erase(request);  // sequences of it already in a running batch find no job and are dropped
+}
+
+double Engine::warm_up(int64_t length, int64_t sequences) {
+  const int64_t n = std::clamp<int64_t>(length, 1, encoder_->model().max_sequence_length());
+  Encoding e;
+  e.ids.assign(n, 100);  // any in-vocabulary id: the values do not matter, the shapes do
+  e.type_ids.assign(n, 0);
+  std::vector<const Encoding*> batch(std::max<int64_t>(sequences, 1), &e);
+  const auto t0 = Clock::now();
+  encoder_->encode_tokenized(batch);
+  return seconds_since(t0);
+}
+
+void Engine::shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    batcher_.close();
+    if (thread_.joinable()) thread_.join();
+  });
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  EngineStats s = stats_;
+  s.queued_sequences = batcher_.queued_sequences();
+  s.queued_tokens = batcher_.queued_tokens();
+  return s;
+}
+
+void Engine::run() {
+  const bool has_head = encoder_->model().info().head == "sequence_classification";
+  while (std::optional<Batch> batch = batcher_.next_batch()) {
+    const auto started = Clock::now();
+    // The jobs of this batch's entries (cancelled ones are gone from jobs_: their entries are skipped).
+    std::vector<std::shared_ptr<Job>> owners(batch->entries.size());
+    std::vector<const Encoding*> seqs;
+    std::vector<size_t> rows(batch->entries.size(), SIZE_MAX);
+    TokenizedEncodeOptions opt;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < batch->entries.size(); ++i) {
+        auto it = jobs_.find(batch->entries[i].request);
+        if (it == jobs_.end()) continue;
+        owners[i] = it->second;
+        rows[i] = seqs.size();
+        seqs.push_back(&owners[i]->sequences[batch->entries[i].index]);
+        opt.token_embeddings |= owners[i]->task == Task::token_embeddings;
+        opt.logits |= owners[i]->task == Task::classify;
+      }
+    }
+    if (seqs.empty()) continue;
+    opt.logits &= has_head;
+    TokenizedEncodeOutput out;
+    std::string error;
+    try {
+      out = encoder_->encode_tokenized(seqs, opt);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const double took = seconds_since(started);
+    int64_t tokens = 0;
+    for (const Encoding* s : seqs) tokens += static_cast<int64_t>(s->size());
+    std::vector<std::shared_ptr<Job>> finished;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.batches += 1;
+      stats_.sequences += static_cast<int64_t>(seqs.size());
+      stats_.tokens += tokens;
+      stats_.last_batch_sequences = static_cast<int64_t>(seqs.size());
+      stats_.last_batch_tokens = tokens;
+      stats_.busy_seconds += took;
+      for (size_t i = 0; i < owners.size(); ++i) {
+        if (!owners[i]) continue;
+        Job& job = *owners[i];
+        const RequestId id = batch->entries[i].request;
+        if (jobs_.find(id) == jobs_.end()) continue;  // cancelled while the batch ran
+        const int64_t index = batch->entries[i].index;
+        const int64_t r = static_cast<int64_t>(rows[i]);
+        if (error.empty()) {
+          std::vector<float>& dst = job.result.outputs[index];
+          if (job.task == Task::embed) {
+            const int64_t C = out.embeddings.size(1);
+            dst.assign(out.embeddings.data<float>() + r * C, out.embeddings.data<float>() + (r + 1) * C);
+          } else if (job.task == Task::token_embeddings) {
+            const int64_t T = out.token_embeddings.size(1), H = out.token_embeddings.size(2);
+            const int64_t n = static_cast<int64_t>(job.sequences[index].size());
+            const float* src = out.token_embeddings.data<float>() + r * T * H;
+            dst.assign(src, src + n * H);
+          } else {
+            const int64_t L = out.logits.size(1);
+            dst.assign(out.logits.data<float>() + r * L, out.logits.data<float>() + (r + 1) * L);
+          }
+        } else if (job.result.error.empty()) {
+          job.result.error = error;
+        }
+        job.result.queue_seconds =
+            std::max(job.result.queue_seconds, std::chrono::duration<double>(started - job.submitted).count());
+        if (job.last_batch != stats_.batches) job.result.inference_seconds += took;
+        job.last_batch = stats_.batches;
+        if (--job.remaining == 0) {
+          finished.push_back(owners[i]);
+          jobs_.erase(id);
+        }
+      }
+    }
+    if (observer_) observer_(static_cast<int64_t>(seqs.size()), tokens, took);
+    for (auto& job : finished) {
+      job->sequences.clear();
+      if (job->done) job->done(std::move(job->result));
+    }
+  }
+}
+
+}  // namespace encore::serve
