@@ -36,5 +36,6 @@ void register_embed(CLI::App& app);  // embed, similarity, info
 void register_quantize(CLI::App& app);
 void register_accuracy(CLI::App& app);
 void register_train(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace encore::cli

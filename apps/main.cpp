@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   encore::cli::register_quantize(app);
   encore::cli::register_accuracy(app);
   encore::cli::register_train(app);
+  encore::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

