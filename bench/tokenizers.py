@@ -9,6 +9,8 @@ Tokenizers (nothing is downloaded):
   unigram     XLM-R-style Unigram (real SentencePiece nmt_nfkc Precompiled charsmap + Replace regex " {2,}",
               Metaspace)
   split_bpe   Llama-3-style: a Split regex pre-tokenizer (the Llama 3 pattern) + byte-level BPE
+  bpe_onig    the bpe tokenizer with encore's GPT-2 split run by Oniguruma instead of its hand-written fast path
+              (ENCORE_TOKENIZER_REGEX=oniguruma while encore loads it): what the fast path is worth
 The last three are trained here with the library's own trainers (tests/tools/trained_tokenizers.py, the same
 builders as the parity test tests/python/test_tokenizer_parity.py) and saved to a temporary directory.
 
@@ -49,8 +51,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path = [p for p in sys.path if pathlib.Path(p or ".").resolve() != pathlib.Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO / "tests" / "tools"))
 
-TOKENIZERS = ["wordpiece", "bpe", "unigram", "split_bpe"]
-TRAINED = {"bpe": "roberta_bpe", "unigram": "xlmr_unigram", "split_bpe": "llama3_split_bpe"}
+TOKENIZERS = ["wordpiece", "bpe", "unigram", "split_bpe", "bpe_onig"]
+TRAINED = {"bpe": "roberta_bpe", "unigram": "xlmr_unigram", "split_bpe": "llama3_split_bpe", "bpe_onig": "roberta_bpe"}
 
 
 def load_corpus() -> list[str]:
@@ -104,7 +106,10 @@ def worker(args) -> None:
     corpus = load_corpus()
     rows = []
     for name, path in spec["paths"].items():
+        if name == "bpe_onig":
+            os.environ["ENCORE_TOKENIZER_REGEX"] = "oniguruma"
         ours = encore.Tokenizer.from_file(path)
+        os.environ.pop("ENCORE_TOKENIZER_REGEX", None)
         ours.no_truncation()
         ours.no_padding()
         theirs = Tokenizer.from_file(path)

@@ -118,6 +118,12 @@ std::unique_ptr<Model> make_wordpiece(std::vector<std::string> vocab, std::strin
 char32_t byte_to_char(uint8_t b);
 // -1 when c is not one of the 256 byte chars.
 int char_to_byte(char32_t c);
+// Byte-level mapping of a whole string (the ByteLevel pre-tokenizer's and normalizer's step): each byte of each
+// char becomes its printable char; the chars made from one original char stay aligned to it.
+void byte_level_map(NormalizedString& s);
+
+// Appends e's tokens (every per-token field) after out's; e is moved from.
+void append_encoding(Encoding& out, Encoding&& e);
 
 // Trims the whitespace (or byte-level space 'Ġ') a token's offsets cover (ByteLevel/Roberta processors), by
 // whole chars of `text`, as the Python library does (it trims offsets already converted to chars).

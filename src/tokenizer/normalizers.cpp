@@ -134,17 +134,7 @@ class Nmt final : public Normalizer {
 // The byte-level mapping as a normalizer: every byte of every char becomes its printable char.
 class ByteLevelNormalizer final : public Normalizer {
  public:
-  void normalize(NormalizedString& s) const override {
-    std::vector<Change> dest;
-    const std::string& t = s.get();
-    dest.reserve(t.size());
-    size_t len = 0;
-    for (size_t i = 0; i < t.size(); i += len) {
-      decode_utf8(t, i, &len);
-      for (size_t k = 0; k < len; ++k) dest.emplace_back(byte_to_char(static_cast<uint8_t>(t[i + k])), k ? 1 : 0);
-    }
-    s.transform(dest, 0);
-  }
+  void normalize(NormalizedString& s) const override { byte_level_map(s); }
 };
 
 class SequenceNormalizer final : public Normalizer {

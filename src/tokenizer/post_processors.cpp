@@ -1,6 +1,7 @@
 // Post-processors: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence. They receive
 // the (1 or 2) encodings after truncation, each already tagged with its sequence id, and add special tokens
 // (offsets (0, 0), special_tokens_mask 1, sequence id -1) and type ids; the caller concatenates them.
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -47,6 +48,23 @@ void trim_byte_level_offsets(Encoding& e, bool add_prefix_space, std::string_vie
   }
 }
 
+void append_encoding(Encoding& out, Encoding&& e) {
+  if (out.size() == 0) {  // no tokens yet: every per-token field is empty
+    out = std::move(e);
+    return;
+  }
+  auto move_after = [](auto& dst, auto& src) {
+    dst.insert(dst.end(), std::make_move_iterator(src.begin()), std::make_move_iterator(src.end()));
+  };
+  move_after(out.ids, e.ids);
+  move_after(out.type_ids, e.type_ids);
+  move_after(out.tokens, e.tokens);
+  move_after(out.offsets, e.offsets);
+  move_after(out.special_tokens_mask, e.special_tokens_mask);
+  move_after(out.attention_mask, e.attention_mask);
+  move_after(out.sequence_ids, e.sequence_ids);
+}
+
 namespace {
 
 // Appends `n` special tokens.
@@ -58,16 +76,6 @@ void push_special(Encoding& out, int64_t id, const std::string& token, int64_t t
   out.special_tokens_mask.push_back(1);
   out.attention_mask.push_back(1);
   out.sequence_ids.push_back(-1);
-}
-
-void append(Encoding& out, const Encoding& e) {
-  out.ids.insert(out.ids.end(), e.ids.begin(), e.ids.end());
-  out.type_ids.insert(out.type_ids.end(), e.type_ids.begin(), e.type_ids.end());
-  out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
-  out.offsets.insert(out.offsets.end(), e.offsets.begin(), e.offsets.end());
-  out.special_tokens_mask.insert(out.special_tokens_mask.end(), e.special_tokens_mask.begin(), e.special_tokens_mask.end());
-  out.attention_mask.insert(out.attention_mask.end(), e.attention_mask.begin(), e.attention_mask.end());
-  out.sequence_ids.insert(out.sequence_ids.end(), e.sequence_ids.begin(), e.sequence_ids.end());
 }
 
 void set_type_ids(Encoding& e, int64_t t) { e.type_ids.assign(e.size(), t); }
@@ -137,7 +145,7 @@ class BertProcessing final : public PostProcessor {
     for (size_t i = 0; i < encs.size(); ++i) {
       Encoding e;
       if (i == 0) push_special(e, cls_.second, cls_.first, 0);
-      append(e, encs[i]);
+      append_encoding(e, std::move(encs[i]));
       push_special(e, sep_.second, sep_.first, i == 0 ? 0 : 1);
       encs[i] = std::move(e);
     }
@@ -167,7 +175,7 @@ class RobertaProcessing final : public PostProcessor {
         push_special(e, cls_.second, cls_.first, 0);
       else
         push_special(e, sep_.second, sep_.first, 0);
-      append(e, encs[i]);
+      append_encoding(e, std::move(encs[i]));
       push_special(e, sep_.second, sep_.first, 0);
       encs[i] = std::move(e);
     }

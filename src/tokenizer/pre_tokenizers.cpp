@@ -2,7 +2,9 @@
 // Split, CharDelimiterSplit, Sequence; and the byte-level byte <-> char map shared with the decoder and the
 // post-processors.
 #include <array>
+#include <cstdlib>
 #include <memory>
+#include <string_view>
 
 #include "tokenizer/components.hpp"
 #include "tokenizer/json_util.hpp"
@@ -41,6 +43,18 @@ int char_to_byte(char32_t c) {
       if (byte_map().to_char[b] == c) return b;
   }
   return -1;
+}
+
+void byte_level_map(NormalizedString& s) {
+  std::vector<Change> dest;
+  const std::string& t = s.get();
+  dest.reserve(t.size());
+  size_t len = 0;
+  for (size_t i = 0; i < t.size(); i += len) {
+    decode_utf8(t, i, &len);
+    for (size_t k = 0; k < len; ++k) dest.emplace_back(byte_to_char(static_cast<uint8_t>(t[i + k])), k ? 1 : 0);
+  }
+  s.transform(dest, 0);
 }
 
 // --- patterns from JSON --------------------------------------------------------------------------------
@@ -102,33 +116,36 @@ class GptSplitPattern final : public Pattern {
   }
 };
 
+// The GPT-2 split: the hand-written fast path, or Oniguruma running kGpt2Pattern when the environment says
+// ENCORE_TOKENIZER_REGEX=oniguruma (read when a tokenizer is loaded: for A/B benchmarks and for bisecting a
+// difference to the fast path).
+std::shared_ptr<const Pattern> gpt2_pattern() {
+  const char* env = std::getenv("ENCORE_TOKENIZER_REGEX");
+  const std::string_view mode = env ? env : "fast";
+  if (mode == "oniguruma") return std::make_shared<RegexPattern>(std::make_shared<Regex>(kGpt2Pattern));
+  if (mode != "fast" && !mode.empty())
+    throw Error(detail::concat("ENCORE_TOKENIZER_REGEX=", mode, ": expected \"fast\" (default) or \"oniguruma\""));
+  return std::make_shared<GptSplitPattern>();
+}
+
 class ByteLevel final : public PreTokenizer {
  public:
-  ByteLevel(bool add_prefix_space, bool use_regex) : add_prefix_space_(add_prefix_space), use_regex_(use_regex) {}
+  ByteLevel(bool add_prefix_space, bool use_regex)
+      : add_prefix_space_(add_prefix_space), use_regex_(use_regex), split_(gpt2_pattern()) {}
   void pre_tokenize(PreTokenizedString& p) const override {
-    static const GptSplitPattern gpt2;
     p.split([&](size_t, NormalizedString s) {
       if (add_prefix_space_ && (s.get().empty() || s.get()[0] != ' ')) s.prepend(" ");
-      if (use_regex_) return s.split(gpt2, SplitBehavior::isolated);
+      if (use_regex_) return s.split(*split_, SplitBehavior::isolated);
       std::vector<NormalizedString> v;
       v.push_back(std::move(s));
       return v;
     });
-    p.normalize([](NormalizedString& s) {
-      std::vector<Change> dest;
-      const std::string& t = s.get();
-      dest.reserve(t.size());
-      size_t len = 0;
-      for (size_t i = 0; i < t.size(); i += len) {
-        decode_utf8(t, i, &len);
-        for (size_t k = 0; k < len; ++k) dest.emplace_back(byte_to_char(static_cast<uint8_t>(t[i + k])), k ? 1 : 0);
-      }
-      s.transform(dest, 0);
-    });
+    p.normalize(byte_level_map);
   }
 
  private:
   bool add_prefix_space_, use_regex_;
+  std::shared_ptr<const Pattern> split_;
 };
 
 // \w+|[^\w\s]+ kept, the rest (whitespace) removed. HF compiles this one with the Rust regex crate, whose \w

@@ -1,48 +1,52 @@
-// The regexes tokenizer.json files use (Split pre-tokenizer, Replace normalizer/decoder), matched with the
-// semantics of Oniguruma, which HF `tokenizers` uses for them: leftmost match, ordered alternation, greedy
-// quantifiers with backtracking. std::regex has no \p{L}, so this is a small backtracking engine over code
-// points with utf8proc's categories.
+// The regexes of tokenizer.json files (the Split pre-tokenizer's and the Replace normalizer/decoder's {"Regex":
+// ...} patterns), run by Oniguruma (libonig), the engine Hugging Face `tokenizers` runs them with (through the
+// Rust `onig` crate): same compile settings (UTF-8, Oniguruma syntax, no options) and the same match iteration
+// as that crate's find_iter, so possessive quantifiers, \b, \p{..}, lookbehind... mean what they mean there.
 //
-// Supported: literals and escapes (\n \r \t \f \v \e \0 \xHH \x{H..} \uHHHH and escaped punctuation), . \s \S
-// \d \D \w \W \h \p{..} \P{..} (L Lu Ll Lt Lm Lo M Mn Mc Me N Nd Nl No P Pc Pd Ps Pe Pi Pf Po S Sm Sc Sk So
-// Z Zs Zl Zp C Cc Cf Co Cn, with or without "Is"/long names for L N P S Z M), classes [...] with ranges and
-// negation, groups ( ) (?: ) (?i: ) (?i), lookahead (?= ) (?! ), quantifiers * + ? {n} {n,} {n,m} (lazy
-// with a trailing ?; possessive + treated as greedy), anchors ^ $ \A \z.
-// Repetition of a single-char item runs in a loop (a 1 MB run does not recurse); other constructs recurse.
+//   Regex re(R"(\p{N}{1,3})");
+//   for (auto [b, e] : re.find_all("in 2024")) ...;   // byte ranges: {3, 6}, {6, 7}
 //
-// gpt2_split: the GPT-2 pattern `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
-// of the ByteLevel pre-tokenizer, hand-written: linear and allocation-free.
+// Thread safety: the constructor takes a process-wide lock (Oniguruma's compiler is not thread-safe, as the
+// onig crate also serialises it); find_all is const and may run concurrently on one Regex: each call owns its
+// match region, the compiled regex is only read.
+//
+// gpt2_split: the GPT-2 pattern of the ByteLevel pre-tokenizer (kGpt2Pattern), hand-written: a measured fast path
+// (bench/tokenizers.py) tested equal to Oniguruma running kGpt2Pattern (tests/cpp/test_tokenizer.cpp).
 #pragma once
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "tokenizer/normalized_string.hpp"
 
-namespace encore::tok {
+struct re_pattern_buffer;  // Oniguruma's regex_t (OnigRegex is a pointer to it)
 
-struct RegexNode;
+namespace encore::tok {
 
 class Regex {
  public:
-  // Throws encore::Error naming the pattern and the position of a syntax error.
+  // Throws encore::Error naming the pattern and Oniguruma's message for a pattern it rejects.
   explicit Regex(std::string_view pattern);
   ~Regex();
-  // Non-overlapping leftmost matches, as byte ranges of s (valid UTF-8).
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+
+  // Non-overlapping leftmost matches of s (valid UTF-8; throws otherwise), as byte ranges, including empty
+  // matches except one that ends where the previous match ended (the onig crate's find_iter). Throws
+  // encore::Error when Oniguruma gives up (its backtracking limit per match attempt).
   std::vector<Offsets> find_all(std::string_view s) const;
   const std::string& pattern() const { return pattern_; }
 
  private:
   std::string pattern_;
-  std::vector<std::unique_ptr<RegexNode>> nodes_;  // owns every node; nodes_[root_] is the root
-  RegexNode* root_ = nullptr;
-  friend class RegexParser;
+  re_pattern_buffer* re_ = nullptr;
 };
 
-// Escapes every regex metacharacter of a literal.
-std::string regex_escape(std::string_view literal);
+// The pre-tokenizer pattern of GPT-2's ByteLevel (HF tokenizers' byte_level.rs).
+inline constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// kGpt2Pattern's matches of s (valid UTF-8), hand-written: linear, no backtracking.
 std::vector<Offsets> gpt2_split(std::string_view s);
 
 }  // namespace encore::tok

@@ -74,23 +74,13 @@ class TokenizerImpl {
     for (size_t i = 0; i < encs.size(); ++i) encs[i].sequence_ids.assign(encs[i].size(), static_cast<int64_t>(i));
     if (p->post_processor) p->post_processor->process_encodings(encs, add_special_tokens, texts);
     Encoding out;
-    for (Encoding& e : encs) append(out, e);
+    for (Encoding& e : encs) tok::append_encoding(out, std::move(e));
     if (padding) {
       std::vector<Encoding> one{std::move(out)};
       pad(one, *padding);
       out = std::move(one[0]);
     }
     return out;
-  }
-
-  static void append(Encoding& out, const Encoding& e) {
-    out.ids.insert(out.ids.end(), e.ids.begin(), e.ids.end());
-    out.type_ids.insert(out.type_ids.end(), e.type_ids.begin(), e.type_ids.end());
-    out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
-    out.offsets.insert(out.offsets.end(), e.offsets.begin(), e.offsets.end());
-    out.special_tokens_mask.insert(out.special_tokens_mask.end(), e.special_tokens_mask.begin(), e.special_tokens_mask.end());
-    out.attention_mask.insert(out.attention_mask.end(), e.attention_mask.begin(), e.attention_mask.end());
-    out.sequence_ids.insert(out.sequence_ids.end(), e.sequence_ids.begin(), e.sequence_ids.end());
   }
 
   // Keeps max_len tokens: the first ones (right truncation) or the last ones (left).

@@ -132,11 +132,6 @@ bool is_number(char32_t c) {
   return k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO;
 }
 
-bool is_digit(char32_t c) {
-  if (c < 0x80) return c >= '0' && c <= '9';
-  return category(c) == UTF8PROC_CATEGORY_ND;
-}
-
 bool is_punctuation(char32_t c) {
   const int k = category(c);
   return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
@@ -156,18 +151,6 @@ bool is_combining_mark(char32_t c) {
   if (c < 0x300) return false;
   const int k = category(c);
   return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
-}
-
-// Oniguruma's \w (checked char by char against tokenizers' Split regexes): letters, Nl, marks, Nd, Pc, the
-// Other_Alphabetic symbols (circled/squared letters), and, from Oniguruma's ISO-8859-1 table, the Latin-1
-// superscripts and fractions; other No chars and ZWJ/ZWNJ are not word chars.
-bool is_word_char(char32_t c) {
-  if (c < 0x80) return is_letter(c) || is_number(c) || c == '_';
-  if (c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE)) return true;
-  const int k = category(c);
-  if ((k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_NL) || k == UTF8PROC_CATEGORY_PC) return true;
-  return (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
-         (c >= 0x1F170 && c <= 0x1F189);
 }
 
 // The Rust regex crate's \w (AddedToken single_word): Alphabetic, marks, Nd, Pc, Join_Control.

@@ -35,16 +35,14 @@ size_t utf8_scan(std::string_view s, size_t i, bool* valid);
 bool is_valid_utf8(std::string_view s);
 
 // --- predicates -----------------------------------------------------------------------------------------
-bool is_whitespace(char32_t c);       // Rust char::is_whitespace (Unicode White_Space); also regex \s
+bool is_whitespace(char32_t c);       // Rust char::is_whitespace (Unicode White_Space); also Oniguruma's \s
 bool is_letter(char32_t c);           // \p{L}
 bool is_number(char32_t c);           // \p{N}: Nd, Nl, No
 bool is_punctuation(char32_t c);      // \p{P}: Pc Pd Ps Pe Pi Pf Po
 bool is_other(char32_t c);            // \p{C}: Cc Cf Cs Co Cn (unicode_categories is_other)
 bool is_mark_nonspacing(char32_t c);  // Mn
 bool is_combining_mark(char32_t c);   // Mn, Mc, Me
-bool is_word_char(char32_t c);        // Oniguruma \w (Split/Replace regexes, Whitespace): L, M, N, Pc
 bool is_rust_word_char(char32_t c);   // Rust regex \w (AddedToken single_word): Alphabetic, M, Nd, Pc, Join_Control
-bool is_digit(char32_t c);            // \d: Nd
 int combining_class(char32_t c);
 
 // --- transformations ------------------------------------------------------------------------------------

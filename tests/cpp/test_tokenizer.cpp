@@ -13,6 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +24,7 @@
 #include "encore/tokenizer.hpp"
 #include "tokenizer/normalized_string.hpp"
 #include "tokenizer/regex.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace {
 
@@ -90,14 +93,21 @@ TEST(Tokenizer, MatchesTokenizersLibraryOnGeneratedCases) {
   EXPECT_GT(n, 300);
 }
 
+// Matches, and the gaps between them that a Split with behavior Removed keeps: the gaps show which empty matches
+// the iteration yields (an empty match splits the text).
 TEST(Tokenizer, RegexMatchesOniguruma) {
   for (const json& c : cases()["regex_cases"]) {
     const std::string pattern = c["pattern"], text = c["text"];
     SCOPED_TRACE("/" + pattern + "/ on " + json(text).dump());
+    const auto re = std::make_shared<const encore::tok::Regex>(pattern);
     Offsets found;
-    for (const auto& [b, e] : encore::tok::Regex(pattern).find_all(text))
+    for (const auto& [b, e] : re->find_all(text))
       if (e > b) found.emplace_back(static_cast<int64_t>(b), static_cast<int64_t>(e));  // the oracle drops empty ones
     EXPECT_EQ(encore::Tokenizer::char_offsets(text, found), json_offsets(c["char_matches"]));
+    Offsets gaps;
+    for (const auto& [o, is_match] : encore::tok::RegexPattern(re).find_matches(text))
+      if (!is_match && o.second > o.first) gaps.emplace_back(static_cast<int64_t>(o.first), static_cast<int64_t>(o.second));
+    EXPECT_EQ(encore::Tokenizer::char_offsets(text, gaps), json_offsets(c["char_gaps"]));
   }
 }
 
@@ -109,6 +119,72 @@ TEST(Tokenizer, Gpt2SplitMatchesByteLevelPreTokenizer) {
     for (const auto& [b, e] : encore::tok::gpt2_split(text)) pieces.emplace_back(static_cast<int64_t>(b), static_cast<int64_t>(e));
     EXPECT_EQ(encore::Tokenizer::char_offsets(text, pieces), json_offsets(c["char_pieces"]));
   }
+}
+
+// The hand-written GPT-2 split (the ByteLevel pre-tokenizer's fast path) equals Oniguruma running kGpt2Pattern on
+// the tokenizer corpus (tests/data/tokenizer_corpus.jsonl, 413 strings), on random mixes of pieces that sit on the
+// pattern's edges (fixed seed), and on every code point of planes 0 and 1, each in a run and next to a space, an
+// apostrophe, a newline and a digit. The split reads three char classes, \p{L}, \p{N} and \s: the fast path takes
+// them from utf8proc, Oniguruma from its own tables, and the two libraries may carry different Unicode versions
+// (Debian 12: utf8proc 15.0, Oniguruma 6.9.8 with 14.0). Code points the two classify differently are left out of
+// the sweep, counted, and must stay few and outside the BMP (chars assigned by a newer Unicode version).
+TEST(Tokenizer, Gpt2SplitEqualsOniguruma) {
+  namespace tk = encore::tok;
+  const tk::Regex re(tk::kGpt2Pattern);
+  auto same = [&](const std::string& text) {
+    const auto fast = tk::gpt2_split(text), onig = re.find_all(text);
+    if (fast == onig) return true;
+    size_t i = 0;
+    while (i < fast.size() && i < onig.size() && fast[i] == onig[i]) ++i;
+    const size_t at = i < fast.size() ? fast[i].first : i < onig.size() ? onig[i].first : text.size();
+    ADD_FAILURE() << "gpt2_split differs from Oniguruma at byte " << at << " of " << json(text).dump().substr(0, 200)
+                  << ": near " << json(text.substr(at > 8 ? at - 8 : 0, 24)).dump();
+    return false;
+  };
+  size_t texts = 0;
+  std::ifstream in(std::filesystem::path(__FILE__).parent_path().parent_path() / "data" / "tokenizer_corpus.jsonl");
+  ASSERT_TRUE(in.good());
+  for (std::string line; std::getline(in, line);)  // '\n' only: the corpus holds raw U+2028 inside strings
+    if (!line.empty()) texts += same(json::parse(line).get<std::string>());
+  EXPECT_GT(texts, 400u);
+
+  const std::vector<std::string> pieces = {
+      "a", "Z", "\xc3\xa9", "e\xcc\x81", " ", "  ", "\t", "\n", "\r\n", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\xa8",
+      "\xc2\x85", "\xe2\x80\x8b", "'", "'s", "'S", "'re", "'ll", "'d", "'x", "1", "42", "\xd9\xa3", "\xe2\x85\xa0",
+      "\xc2\xbd", "!", "?!", "...", "-", "_", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd",
+      "\xe2\x84\xa2", "\x01", "\x7f", "\xef\xbf\xbd", "\xe0\xa4\xa8\xe0\xa5\x8d"};
+  std::mt19937 rng(7);
+  for (int n = 0; n < 3000; ++n) {
+    std::string t;
+    for (uint32_t k = rng() % 30; k > 0; --k) t += pieces[rng() % pieces.size()];
+    texts += same(t);
+  }
+  EXPECT_GT(texts, 3400u);
+
+  const tk::Regex letter(R"(\A\p{L}\z)"), number(R"(\A\p{N}\z)"), space(R"(\A\s\z)");
+  size_t swept = 0, version_skew = 0;
+  for (char32_t block = 0; block < 0x20000; block += 256) {
+    std::string t;
+    for (char32_t c = block; c < block + 256; ++c) {
+      if (c >= 0xD800 && c <= 0xDFFF) continue;  // surrogates are not chars
+      std::string ch;
+      tk::append_utf8(ch, c);
+      if (tk::is_letter(c) != !letter.find_all(ch).empty() || tk::is_number(c) != !number.find_all(ch).empty() ||
+          tk::is_whitespace(c) != !space.find_all(ch).empty()) {
+        ++version_skew;
+        EXPECT_GE(c, 0x10000u) << "utf8proc and Oniguruma classify U+" << std::hex << static_cast<uint32_t>(c)
+                               << " differently";
+        continue;
+      }
+      t += ch + ch + " " + ch + "'" + ch + "\n" + ch + "1";
+      ++swept;
+    }
+    same(t);
+  }
+  std::cout << "gpt2_split == Oniguruma: " << texts << " texts, " << swept << " code points swept, " << version_skew
+            << " left out (Unicode version skew)\n";
+  EXPECT_GT(swept, 120000u);
+  EXPECT_LT(version_skew, 1000u);
 }
 
 // Invalid UTF-8: each maximal invalid subsequence is one U+FFFD (as Python's errors="replace"), aligned to

@@ -112,6 +112,15 @@ REGEX_CASES = [
     (r"[^\r\n\p{L}\p{N}]?\p{L}+", "hello, world;foo"), (r"a*?b|a+", "aaab aa b"), (r"x(?=y)|z", "xy xz z"),
     (r"^a|b$", "aab ab"), (r"\.", "a.b..c"), (r"[.!?]+", "Hi!! What?... ok."), (r"colou?r", "color colour colr"),
     (r"(ab)+c", "ababc abc ac"), (r"\P{L}+", "ab12!?cd"), (r"[\p{Lu}]+", "ABcDEf"), (r"\x41|\u00e9", "AéB"),
+    # Oniguruma features a re-implementation would get wrong: possessive and atomic groups (no backtracking into
+    # them), word boundaries, lookbehind, POSIX brackets, class intersection, scripts, \X and \R, inline flags
+    (r"\p{L}++", "ab cd"), (r"a++a|b", "aaa b"), (r"(?>a+)b|a", "aab aa"), (r"\s*+\S", "  x y"),
+    (r"\b\w+\b", "it's a-b c_d é1"), (r"\B.", "abc de"), (r"(?<=\s)\w+", "a bc  de"), (r"(?<!a)b", "ab bb cb"),
+    (r"[[:alpha:]]+|[[:digit:]]+", "ab12 é٣"), (r"[\p{L}&&[^a-z]]+", "abCDé x"), (r"\p{Han}+|\p{Hiragana}+", "日本語ですね"),
+    (r"\X", "e\u0301a👍🏽"), (r"\R", "a\r\nb\nc\u2028d"), (r"(?i)straße|ǅ", "STRASSE straße ǆ Ǆ"),
+    (r"\h+", "a \t\u00a0b"), (r"\d{2,}?", "12345"), (r"(?:ab|a)(?:c|bcd)", "abcd"),
+    # patterns that match the empty string: which empty matches split (the gaps) follows the onig crate's iterator
+    (r"x*", "axxb"), (r"(?=b)", "abab"), (r"\b", "ab cd"), (r"a*?", "aa b"), (r"$|a", "aa"),
 ]
 GPT2_CASES = ["Hello world", "  two spaces", "I'm don't they've 're", "a\n\nb", "x  \t y ", "123abc!!! ?", "'s'S",
               "日本語テキスト 😀 ok", "trailing   ", "\u00a0nbsp\u2003em"]
@@ -140,7 +149,9 @@ def main():
     regex_cases = []
     for pattern, text in REGEX_CASES:
         found = pre_tokenizers.Split(Regex(pattern), behavior="removed", invert=True).pre_tokenize_str(text)
-        regex_cases.append({"pattern": pattern, "text": text, "char_matches": char_spans(text, found)})
+        gaps = pre_tokenizers.Split(Regex(pattern), behavior="removed").pre_tokenize_str(text)
+        regex_cases.append({"pattern": pattern, "text": text, "char_matches": char_spans(text, found),
+                            "char_gaps": char_spans(text, gaps)})
     gpt2_cases = []
     for text in GPT2_CASES:
         found = pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text)
