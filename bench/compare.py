@@ -729,8 +729,14 @@ def write_results(path, run):
         lines += ["varlen: every engine is given the same padded batch; encore's AutoModel drops the padding itself "
                   "(its default padding-free forward: real tokens only, attention per sequence, 0 at padded "
                   "positions), as torch-fastpath does through nested tensors; ctranslate2 is given the lengths.", ""]
+    kept = ""  # sections other benchmarks add after this one ("# bench/serve.py results", ...) are kept
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+        i = old.find("\n# bench/", 1)
+        kept = old[i:] if i >= 0 else ""
     with open(path, "w") as f:
-        f.write("\n".join(lines))
+        f.write("\n".join(lines) + kept)
 
 
 def main():

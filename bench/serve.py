@@ -35,7 +35,9 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+# Python puts this script's directory (bench/) first on sys.path, where bench/tokenizers.py would shadow the
+# tokenizers package transformers imports: take it off.
+sys.path = [p for p in sys.path if pathlib.Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "python"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")  # infinity's telemetry
@@ -55,7 +57,12 @@ def model_dirs(names):
         if n == "minilm":
             out[n] = minilm
         elif n == "bert-base":
-            from compare_prepare import cache_dir, ensure_bert_base
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("compare_prepare", ROOT / "bench" / "compare_prepare.py")
+            prep = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(prep)
+            cache_dir, ensure_bert_base = prep.cache_dir, prep.ensure_bert_base
 
             src = ensure_bert_base()
             d = pathlib.Path(cache_dir()) / "bert-base-random-serve"
@@ -147,7 +154,7 @@ class Proc:
 def start_encore(model_dir, extra=()):
     port = free_port()
     return Proc("encore", [str(BIN), "serve", "--model", model_dir, "--hostname", "127.0.0.1", "--port", str(port),
-                           "--served-model-name", "m", *extra], port, "/health")
+                           "--served-model-name", "m", "--auto-truncate", *extra], port, "/health")
 
 
 def start_infinity(binary, model_dir, engine):
@@ -195,37 +202,43 @@ class Conn:
 
 
 def body_for(text):
-    return json.dumps({"model": "m", "input": [text], "encoding_format": "float"}).encode()
+    return json.dumps({"model": "m", "input": text if isinstance(text, list) else [text],
+                       "encoding_format": "float"}).encode()
 
 
-async def closed_loop(port, texts, lengths, concurrency, seconds):
-    """concurrency workers, each sending one text per request back to back for `seconds`."""
-    lat, codes, tokens = [], {}, 0
+async def closed_loop(port, texts, lengths, concurrency, seconds, per_request=1):
+    """concurrency workers, each sending per_request texts per request back to back for `seconds`."""
+    lat, codes, tokens, done = [], {}, 0, 0
     stop_at = time.perf_counter() + seconds
     counter = {"i": 0}
 
     async def worker(w):
-        nonlocal tokens
+        nonlocal tokens, done
         c = Conn(port)
         while time.perf_counter() < stop_at:
-            i = counter["i"] % len(texts)
-            counter["i"] += 1
+            i = counter["i"] % (len(texts) - per_request + 1)
+            counter["i"] += per_request
             t0 = time.perf_counter()
             try:
-                status, _ = await c.post("/embeddings", body_for(texts[i]))
+                batch = texts[i] if per_request == 1 else texts[i:i + per_request]
+                status, _ = await c.post("/embeddings", body_for(batch))
             except (ConnectionError, asyncio.IncompleteReadError, OSError):
                 status = -1
                 c.close()
             codes[status] = codes.get(status, 0) + 1
             if status == 200:
                 lat.append(time.perf_counter() - t0)
-                tokens += lengths[i]
+                tokens += sum(lengths[i:i + per_request])
+                done += per_request
         c.close()
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
     wall = time.perf_counter() - t0
-    return summarize(lat, codes, tokens, wall)
+    res = summarize(lat, codes, tokens, wall)
+    res["texts_per_s"] = done / wall
+    res["client_cpu"] = (time.process_time() - cpu0) / wall  # cores the load generator itself used
+    return res
 
 
 def pct(xs, q):
@@ -322,18 +335,19 @@ def compare(args):
                 print(f"{name}: not available: {e}", flush=True)
                 results.setdefault("unavailable", {})[f"{mname}/{name}"] = str(e)[-2000:]
         try:
+            cells = [(c, 1) for c in [int(x) for x in args.concurrency.split(",")]] + [(4, 32)]
             for kind, (texts, lengths) in sets.items():
-                for c in [int(x) for x in args.concurrency.split(",")]:
+                for c, per in cells:
                     for name, s in servers.items():  # warm-up, not recorded
-                        asyncio.run(closed_loop(s.port, texts, lengths, c, 2))
+                        asyncio.run(closed_loop(s.port, texts, lengths, c, 2, per))
                     for r in range(args.rounds):
                         order = list(servers.items())
                         if r % 2:
                             order.reverse()
                         for name, s in order:
-                            res = asyncio.run(closed_loop(s.port, texts, lengths, c, args.seconds))
-                            res.update(model=mname, texts=kind, concurrency=c, server=name, round=r,
-                                       rss_mb=s.rss_mb())
+                            res = asyncio.run(closed_loop(s.port, texts, lengths, c, args.seconds, per))
+                            res.update(model=mname, texts=kind, concurrency=c, per_request=per, server=name,
+                                       round=r, rss_mb=s.rss_mb())
                             results["cells"].append(res)
                             print(json.dumps(res), flush=True)
         finally:
@@ -349,9 +363,10 @@ def report(results):
 
     agg = defaultdict(list)
     for c in results["cells"]:
-        agg[(c["model"], c["texts"], c["concurrency"], c["server"])].append(c)
-    lines = ["| model | texts | c | server | texts/s | tokens/s | p50 ms | p99 ms | non-200 | encore / peer |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+        cc = c["concurrency"] if c.get("per_request", 1) == 1 else f"{c['concurrency']}x{c['per_request']}"
+        agg[(c["model"], c["texts"], str(cc), c["server"])].append(c)
+    lines = ["| model | texts | c (x texts/request) | server | texts/s | tokens/s | p50 ms | p99 ms | non-200 | client CPU | encore / peer |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (m, k, c, s), cells in sorted(agg.items()):
         tps = statistics.median(x["texts_per_s"] for x in cells)
         enc = agg.get((m, k, c, "encore"))
@@ -361,18 +376,20 @@ def report(results):
         bad = sum(v for x in cells for code, v in x["codes"].items() if code != "200")
         lines.append(f"| {m} | {k} | {c} | {s} | {tps:.1f} | {statistics.median(x['tokens_per_s'] for x in cells):.0f}"
                      f" | {statistics.median(x['p50_ms'] for x in cells):.1f} | {statistics.median(x['p99_ms'] for x in cells):.1f}"
-                     f" | {bad} | {ratio} |")
+                     f" | {bad} | {statistics.median(x.get('client_cpu', float('nan')) for x in cells):.2f} | {ratio} |")
     lines.append("")
-    lines.append("| model/texts | offline texts/s | serve c=64 texts/s | serve/offline | offline batch-1 p50 ms | serve c=1 p50 ms | ratio |")
+    lines.append("| model/texts | offline texts/s | serve c=64 texts/s (ratio) | serve 4x32 texts/s (ratio) | offline batch-1 p50 ms | serve c=1 p50 ms | ratio |")
     lines.append("|---|---|---|---|---|---|---|")
     for key, off in results["offline"].items():
         m, k = key.split("/")
-        s64, s1 = agg.get((m, k, 64, "encore")), agg.get((m, k, 1, "encore"))
-        if not s64 or not s1:
+        s64, s1, sb = (agg.get((m, k, c, "encore")) for c in ("64", "1", "4x32"))
+        if not s64 or not s1 or not sb:
             continue
         t64 = statistics.median(x["texts_per_s"] for x in s64)
+        tb = statistics.median(x["texts_per_s"] for x in sb)
         p1 = statistics.median(x["p50_ms"] for x in s1)
-        lines.append(f"| {key} | {off['texts_per_s']:.1f} | {t64:.1f} | {t64 / off['texts_per_s']:.2f} | "
+        o = off["texts_per_s"]
+        lines.append(f"| {key} | {o:.1f} | {t64:.1f} ({t64 / o:.2f}) | {tb:.1f} ({tb / o:.2f}) | "
                      f"{off['batch1_p50_ms']:.2f} | {p1:.2f} | {p1 / off['batch1_p50_ms']:.2f}x |")
     return "\n".join(lines)
 
@@ -400,7 +417,22 @@ def overload(args):
         for w in range(0, 10):
             xs = [r[2] * 1e3 for r in after if w <= r[0] < w + 1 and r[1] == 200]
             windows.append(pct(xs, 0.99))
-        res = {"sustainable_texts_per_s": rate, "offered_per_s": rate * 5, "seconds": args.seconds,
+        starts = sorted(r[0] for r in recs)
+        achieved = len(starts) / max(1e-9, starts[-1] - starts[0])
+        # the server's own view of its 429s: encore_http_request_duration_seconds{status="429"} buckets
+        import urllib.request
+
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{s.port}/metrics", timeout=10).read().decode()
+        b10 = total429 = 0
+        for line in metrics.splitlines():
+            if line.startswith("encore_http_request_duration_seconds_bucket") and 'status="429"' in line:
+                if 'le="0.01"' in line:
+                    b10 += int(line.split()[-1])
+                if 'le="+Inf"' in line:
+                    total429 += int(line.split()[-1])
+        res = {"sustainable_texts_per_s": rate, "offered_per_s": rate * 5, "achieved_send_rate_per_s": achieved,
+               "seconds": args.seconds, "server_429_total": total429,
+               "server_429_within_10ms": b10 / total429 if total429 else None,
                "codes": {str(k): v for k, v in codes.items()},
                "p50_429_ms": pct(l429, 0.5), "p99_429_ms": pct(l429, 0.99), "max_429_ms": max(l429) if l429 else None,
                "admitted_p99_ms": pct([r[2] * 1e3 for r in recs if r[1] == 200], 0.99),
