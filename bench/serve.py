@@ -350,12 +350,16 @@ def compare(args):
                                        round=r, rss_mb=s.rss_mb())
                             results["cells"].append(res)
                             print(json.dumps(res), flush=True)
+                            pathlib.Path(args.out).write_text(json.dumps(results, indent=1))  # partial runs keep data
         finally:
             for s in servers.values():
                 s.stop()
-    out = pathlib.Path(args.out)
-    out.write_text(json.dumps(results, indent=1))
+    pathlib.Path(args.out).write_text(json.dumps(results, indent=1))
     print(report(results))
+
+
+def report_from(path):
+    print(report(json.loads(pathlib.Path(path).read_text())))
 
 
 def report(results):
