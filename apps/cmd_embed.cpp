@@ -12,6 +12,7 @@
 #include "apps/common.hpp"
 #include "encore/runtime.hpp"
 #include "encore/sentence_encoder.hpp"
+#include "encore/shard.hpp"
 
 namespace encore::cli {
 
@@ -72,24 +73,35 @@ std::string json_text(const std::string& s) {
   return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);  // invalid UTF-8 shown as U+FFFD
 }
 
-void write_embeddings(const std::string& path, const std::vector<std::string>& texts, const Tensor& emb) {
-  auto write_json = [&](std::ostream& out, bool lines) {
-    const int64_t C = emb.size(1);
-    char buf[32];
-    if (!lines) out << "[";
-    for (int64_t i = 0; i < emb.size(0); ++i) {
-      if (!lines && i) out << ",";
-      out << (lines ? "" : "\n ") << "{\"index\": " << i << ", \"text\": " << json_text(texts[i]) << ", \"embedding\": [";
-      for (int64_t c = 0; c < C; ++c) {
-        std::snprintf(buf, sizeof buf, "%.9g", emb.data<float>()[i * C + c]);
-        out << (c ? ", " : "") << buf;
-      }
-      out << "]}" << (lines ? "\n" : "");
+// One JSON object per record: {"index": i, "text": ..., "embedding": [...]}, i the record's index in the input.
+void append_json_records(std::string& out, const std::vector<std::string>& texts, int64_t first_index,
+                         const Tensor& emb, const char* separator) {
+  const int64_t C = emb.size(1);
+  char buf[32];
+  for (int64_t i = 0; i < emb.size(0); ++i) {
+    out += "{\"index\": " + std::to_string(first_index + i) + ", \"text\": " + json_text(texts[first_index + i]) +
+           ", \"embedding\": [";
+    for (int64_t c = 0; c < C; ++c) {
+      std::snprintf(buf, sizeof buf, "%.9g", emb.data<float>()[i * C + c]);
+      if (c) out += ", ";
+      out += buf;
     }
-    if (!lines) out << "\n]\n";
+    out += "]}";
+    out += separator;
+  }
+}
+
+// .npy or a JSON array of the records [first_index, first_index + emb.size(0)) (stdout when path is empty or "-").
+void write_embeddings(const std::string& path, const std::vector<std::string>& texts, int64_t first_index,
+                      const Tensor& emb) {
+  auto write_json = [&](std::ostream& out) {
+    std::string body;
+    append_json_records(body, texts, first_index, emb, ",\n ");
+    if (!body.empty()) body.resize(body.size() - 3);  // no separator after the last record
+    out << "[" << (body.empty() ? "" : "\n ") << body << "\n]\n";
   };
   if (path.empty() || path == "-") {
-    write_json(std::cout, false);
+    write_json(std::cout);
     return;
   }
   // Written to a temporary file and renamed, so an existing output is never left half-written.
@@ -100,10 +112,8 @@ void write_embeddings(const std::string& path, const std::vector<std::string>& t
     const std::string ext = target.extension().string();
     if (ext == ".npy")
       write_npy(out, emb);
-    else if (ext == ".jsonl")
-      write_json(out, true);
     else if (ext == ".json")
-      write_json(out, false);
+      write_json(out);
     else {
       out.close();
       fs::remove(tmp);
@@ -121,6 +131,9 @@ struct EmbedArgs {
   bool jsonl = false, normalize = false, no_normalize = false, no_truncation = false, quiet = false;
   int64_t batch_size = 32, max_length = 0;
   int threads = 0;
+  std::string shard;          // "I/N" (embed only)
+  int64_t block = 1024;       // records encoded together (embed only)
+  bool resume = false;        // (embed only)
 };
 
 void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
@@ -140,6 +153,14 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
     cmd->add_option("--field", a.field, "JSONL field holding the text")->capture_default_str();
     cmd->add_option("-o,--output", a.output, "output .npy, .jsonl or .json (default: JSON on stdout)");
     cmd->add_flag("-q,--quiet", a.quiet, "no progress bar");
+    cmd->add_option("--shard", a.shard, "I/N: embed only shard I of N (0 <= I < N): a contiguous run of whole "
+                    "blocks; the N outputs concatenated in shard order equal one unsharded run (docs/scale.md)");
+    cmd->add_option("--block", a.block, "records encoded together (sorted by length and batched within a block, "
+                    "so a record's vector does not depend on the shard; a .jsonl output is fsynced per block)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+        ->capture_default_str();
+    cmd->add_flag("--resume", a.resume, "continue an interrupted run into the same .jsonl output: whole blocks "
+                  "already written are kept, a torn tail is dropped (same input, --shard and --block needed)");
   }
 }
 
@@ -150,22 +171,69 @@ SentenceEncoder load_encoder(const EmbedArgs& a) {
   return enc;
 }
 
-Tensor run_encoder(const SentenceEncoder& enc, const std::vector<std::string>& texts, const EmbedArgs& a) {
+EncodeOptions encode_options(const EmbedArgs& a) {
   EncodeOptions opt;
   opt.batch_size = a.batch_size;
   if (a.normalize) opt.normalize = true;
   if (a.no_normalize) opt.normalize = false;
   opt.truncate = !a.no_truncation;
-  const bool bar = !a.quiet && static_cast<int64_t>(texts.size()) > 2 * a.batch_size && isatty(STDERR_FILENO);
-  if (bar) {
-    opt.progress = [](int64_t done, int64_t total) {
-      const int width = 40, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
-      std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(filled, '#').c_str(),
-                   std::string(width - filled, ' ').c_str(), (long long)done, (long long)total);
-      if (done == total) std::fprintf(stderr, "\n");
-    };
-  }
+  return opt;
+}
+
+void draw_progress(int64_t done, int64_t total) {
+  const int width = 40, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+  std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
+               (long long)done, (long long)total);
+  if (done == total) std::fprintf(stderr, "\n");
+}
+
+Tensor run_encoder(const SentenceEncoder& enc, const std::vector<std::string>& texts, const EmbedArgs& a) {
+  EncodeOptions opt = encode_options(a);
+  if (!a.quiet && static_cast<int64_t>(texts.size()) > 2 * a.batch_size && isatty(STDERR_FILENO))
+    opt.progress = draw_progress;
   return enc.encode(texts, opt);
+}
+
+// `encore embed`: the shard's records in blocks (include/encore/shard.hpp): each block encoded on its own; a .jsonl
+// output appended and fsynced block by block (so --resume can continue it), other outputs written at the end.
+void embed_records(const std::vector<std::string>& texts, const EmbedArgs& a) {
+  const int64_t n = static_cast<int64_t>(texts.size());
+  const Shard shard = a.shard.empty() ? Shard{} : Shard::parse(a.shard);
+  const RecordRange range = shard_records(n, a.block, shard);
+  const bool stream = fs::path(a.output).extension() == ".jsonl";
+  ENCORE_CHECK(!a.resume || stream, "--resume needs a .jsonl output (-o FILE.jsonl), which is written block by block");
+  const int64_t start = a.resume ? resume_jsonl(a.output, range, a.block) : range.begin;
+  std::unique_ptr<BlockAppender> out;
+  if (stream) out = std::make_unique<BlockAppender>(a.output, /*truncate=*/!a.resume);
+  if (stream && start == range.end) return;  // a resumed run that had finished, or an empty shard
+
+  SentenceEncoder enc = load_encoder(a);
+  EncodeOptions opt = encode_options(a);
+  const bool bar = !a.quiet && range.size() > 2 * a.batch_size && isatty(STDERR_FILENO);
+  std::vector<Tensor> parts;
+  for (int64_t b = start; b < range.end; b += a.block) {
+    const int64_t e = std::min(range.end, b + a.block);
+    const std::vector<std::string> block(texts.begin() + b, texts.begin() + e);
+    if (bar) opt.progress = [&, b](int64_t done, int64_t) { draw_progress(b + done - range.begin, range.size()); };
+    Tensor emb = enc.encode(block, opt);
+    if (out) {
+      std::string lines;
+      append_json_records(lines, texts, b, emb, "\n");
+      out->append(lines);
+      out->sync();
+    } else {
+      parts.push_back(std::move(emb));
+    }
+  }
+  if (out) return;
+  const int64_t C = enc.dimension();
+  Tensor all = Tensor::empty({range.size(), C});
+  int64_t row = 0;
+  for (const Tensor& p : parts) {
+    std::copy_n(p.data<float>(), p.numel(), all.data<float>() + row * C);
+    row += p.size(0);
+  }
+  write_embeddings(a.output, texts, range.begin, all);
 }
 
 }  // namespace
@@ -180,8 +248,7 @@ void register_embed(CLI::App& app) {
     ENCORE_CHECK(!texts.empty(), "nothing to embed: give texts as arguments or with -i FILE");
     ENCORE_CHECK(e.output.empty() || e.input.empty() || fs::weakly_canonical(e.output) != fs::weakly_canonical(e.input),
                  "output '", e.output, "' would overwrite the input");
-    SentenceEncoder enc = load_encoder(e);
-    write_embeddings(e.output, texts, run_encoder(enc, texts, e));
+    embed_records(texts, e);
   });
 
   static EmbedArgs s;
