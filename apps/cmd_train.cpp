@@ -7,6 +7,7 @@
 #include <string>
 
 #include "apps/common.hpp"
+#include "encore/collective.hpp"
 #include "encore/runtime.hpp"
 #include "encore/sentence_encoder.hpp"
 #include "encore/trainer.hpp"
@@ -29,7 +30,8 @@ void register_train(CLI::App& app) {
   static train::TrainConfig c;
   static std::string task = "classification";
   static int threads = 0;
-  static bool no_shuffle = false, quiet = false;
+  static bool no_shuffle = false, quiet = false, distributed = false;
+  static double dist_timeout = 300, bucket_mb = 25;
   auto* cmd = app.add_subcommand("train", "fine-tune a checkpoint of any supported family (bert, roberta, xlm-roberta, distilbert, albert, electra, mpnet) for sequence classification or as a sentence encoder");
   cmd->add_option("--model", c.model_dir, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--data", c.data, "training data: .jsonl or .csv with text[, text_pair], label")->required();
@@ -73,13 +75,30 @@ void register_train(CLI::App& app) {
                   "<output>/training.png, redrawn at every save)");
   cmd->add_option("--threads", threads, "threads (default: all cores)");
   cmd->add_flag("-q,--quiet", quiet, "no progress bar");
+  cmd->add_flag("--distributed", distributed, "data-parallel over MPI: launch with `mpirun -np N encore train "
+                "--distributed ...`; each step is --batch-size x --grad-accum examples per rank, gradients summed over "
+                "ranks; rank 0 evaluates, logs and saves (docs/scale.md)");
+  cmd->add_option("--dist-timeout", dist_timeout, "with --distributed: seconds a collective may wait for the other "
+                  "ranks before the job ends with an error (a rank died or hung)")
+      ->check(CLI::Range(0.1, 1e6))
+      ->capture_default_str();
+  cmd->add_option("--bucket-mb", bucket_mb, "with --distributed: gradient allreduce bucket size in MB")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str();
   cmd->callback([] {
     if (threads > 0) set_num_threads(threads);
     c.shuffle = !no_shuffle;
     if (c.model_dir.empty()) c.model_dir = default_model_dir();
-    const bool bar = !quiet && isatty(STDERR_FILENO);
+    if (distributed) {
+      c.collective = train::mpi_collective(dist_timeout);
+      c.bucket_bytes = static_cast<int64_t>(bucket_mb * 1e6);
+    }
+    const bool leader = !c.collective || c.collective->rank() == 0;
+    const bool bar = !quiet && leader && isatty(STDERR_FILENO);
     const auto run = task == "embedding" ? train::fine_tune_embedding : train::fine_tune_classifier;
-    train::TrainReport r = run(c, [&](const train::TrainProgress& p) {
+    train::TrainReport r;
+    try {
+      r = run(c, [&](const train::TrainProgress& p) {
       if (!bar) return;
       const int64_t done = p.step - p.first_step;  // steps this run (a resumed run's rate excludes earlier ones)
       const double secs = std::max(p.seconds, 1e-9), eta = secs / done * (p.total - p.step);
@@ -88,7 +107,17 @@ void register_train(CLI::App& app) {
                    std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), (long long)p.step,
                    (long long)p.total, p.loss, p.lr, p.tokens / secs, format_duration(eta).c_str());
       if (p.step == p.total) std::fprintf(stderr, "\n");
-    });
+      });
+    } catch (const Error& e) {
+      // A rank that fails alone must take the job down (the others would wait in a collective until the timeout).
+      if (c.collective && c.collective->world_size() > 1) c.collective->abort(e.what());
+      throw;
+    }
+    if (!leader) return;
+    if (r.world_size > 1)
+      std::printf("distributed: %d ranks (%s), gradient allreduce %.2f s of %.1f s on rank 0 (%.1f%%)\n", r.world_size,
+                  c.collective->backend().c_str(), r.allreduce_seconds, r.seconds,
+                  100.0 * r.allreduce_seconds / std::max(r.seconds, 1e-9));
     std::printf("trained on %lld examples (%lld tokens) in %.1f s: %.0f tokens/s; %zu steps\n",
                 (long long)r.train_examples, (long long)r.tokens, r.seconds, r.tokens / std::max(r.seconds, 1e-9),
                 r.losses.size());

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ class SentenceEncoder;
 }
 
 namespace encore::train {
+
+class Collective;  // encore/collective.hpp
 
 struct TrainConfig {
   std::string model_dir, data, eval_data;
@@ -61,6 +64,15 @@ struct TrainConfig {
   std::string resume_dir;
   // PNG of the loss per step and held-out accuracy; "" with output_dir: <output_dir>/training.png in every save.
   std::string plot_png;
+  // Data-parallel training (`encore train --distributed`, docs/scale.md): every rank runs the same config on
+  // the same data file. A step takes batch_size x grad_accum x world_size examples of the one shuffled order
+  // (the same on every rank); rank r trains on micro-batches r*grad_accum .. (r+1)*grad_accum-1 of them, the
+  // gradients are summed over ranks (bucketed allreduce), and every rank applies the same clipping and AdamW
+  // update. So N ranks x batch B is the step of 1 rank x batch N*B (bit-for-bit up to float summation order).
+  // Rank 0 alone evaluates, logs, saves and reports progress. A checkpoint resumes with any number of ranks
+  // whose batch_size x grad_accum x world_size equals the one that wrote it.
+  std::shared_ptr<Collective> collective;  // null: one process
+  int64_t bucket_bytes = 25 << 20;         // gradient allreduce bucket size (torch DDP's default 25 MB)
 };
 
 struct TrainProgress {
@@ -77,8 +89,10 @@ struct TrainReport {
   std::vector<double> eval_accuracy;   // per epoch (or once at the end with steps)
   double eval_before = std::nan("");   // embedding task: held-out retrieval accuracy before training
   std::vector<std::string> labels;     // class names in id order
-  int64_t train_examples = 0, eval_examples = 0, tokens = 0;
+  int64_t train_examples = 0, eval_examples = 0, tokens = 0;  // tokens: over every rank
   double seconds = 0;
+  double allreduce_seconds = 0;  // distributed: time this rank spent summing gradients over ranks
+  int world_size = 1;
 };
 
 // progress after each optimizer step.

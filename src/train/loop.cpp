@@ -12,8 +12,10 @@
 #include <random>
 #include <sstream>
 
+#include "encore/collective.hpp"
 #include "io/staged_dir.hpp"
 #include "train/checkpoint.hpp"
+#include "train/data_parallel.hpp"
 #include "train/plot.hpp"
 
 namespace encore::train {
@@ -90,7 +92,7 @@ void truncate_log(const std::string& path, int64_t last_step) {
 }
 
 // Restores `st` and the optimizer from a checkpoint's trainer state after checking that the run is the same.
-void restore(const TrainConfig& cfg, TrainTask& task, const Json& resumed, int64_t total, LoopState& st,
+void restore(const TrainConfig& cfg, TrainTask& task, const Json& resumed, int64_t total, int world, LoopState& st,
              AdamW& opt) {
   const std::string where = "'" + cfg.resume_dir + "/trainer_state.json'";
   const int64_t n = task.train_examples();
@@ -106,8 +108,18 @@ void restore(const TrainConfig& cfg, TrainTask& task, const Json& resumed, int64
   for (const auto& [key, value] : identity.items()) must_match(key, value);
   must_match("train_examples", n);
   must_match("data_fingerprint", task.data_fingerprint());
-  must_match("batch_size", cfg.batch_size);
-  must_match("grad_accum", cfg.grad_accum);
+  // Another number of ranks resumes when the step is the same size: batch_size x grad_accum x world_size.
+  const int64_t was_world = resumed.value("world_size", int64_t{1});
+  if (was_world == world) {
+    must_match("batch_size", cfg.batch_size);
+    must_match("grad_accum", cfg.grad_accum);
+  } else {
+    const int64_t was = resumed.value("batch_size", int64_t{0}) * resumed.value("grad_accum", int64_t{0}) * was_world;
+    ENCORE_CHECK(was == cfg.batch_size * cfg.grad_accum * world, "--resume: the checkpoint was trained on ",
+                 was_world, " rank(s) with steps of ", was, " examples (batch_size x grad_accum x world_size); this run's"
+                 " steps have ", cfg.batch_size, " x ", cfg.grad_accum, " x ", world, " = ",
+                 cfg.batch_size * cfg.grad_accum * world, " (", where, "); choose --batch-size/--grad-accum to match");
+  }
   must_match("seed", cfg.seed);
   must_match("shuffle", cfg.shuffle);
   st.step = state_field<int64_t>(resumed, "global_step", where);
@@ -152,14 +164,18 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
   report.train_examples = task.train_examples();
   report.eval_examples = task.eval_examples();
   const int64_t n = report.train_examples;
-  const int64_t step_examples = cfg.batch_size * cfg.grad_accum;
+  Collective* comm = cfg.collective.get();
+  const int world = comm ? comm->world_size() : 1, rank = comm ? comm->rank() : 0;
+  const bool leader = rank == 0;  // evaluates, logs, saves, reports progress
+  report.world_size = world;
+  const int64_t step_examples = cfg.batch_size * cfg.grad_accum * world;
   const int64_t per_epoch = (n + step_examples - 1) / step_examples;
   const int64_t total = cfg.steps > 0 ? cfg.steps : per_epoch * cfg.epochs;
   const Schedule schedule = parse_schedule(cfg.schedule);
   const std::string model_dir = resuming ? cfg.resume_dir : cfg.model_dir;
   AutoModel& model = task.model();
 
-  if (task.evaluates_before_training()) {  // a resumed run reports the first run's value
+  if (task.evaluates_before_training() && leader) {  // a resumed run reports the first run's value
     report.eval_before = resuming ? number_or_nan(resumed.value("eval_before", Json()), cfg.resume_dir, "eval_before")
                                   : task.evaluate();
   }
@@ -174,11 +190,12 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
   st.order.resize(n);
   std::iota(st.order.begin(), st.order.end(), 0);
   st.pos = n;  // the first iteration starts epoch 0
-  if (resuming) restore(cfg, task, resumed, total, st, opt);
+  if (resuming) restore(cfg, task, resumed, total, world, st, opt);
   report.first_step = st.step;
+  if (world > 1) broadcast_parameters(params, *comm);
 
   std::ofstream log;
-  if (!cfg.log_csv.empty()) {
+  if (!cfg.log_csv.empty() && leader) {
     const bool append = resuming && std::filesystem::exists(cfg.log_csv);
     if (append) truncate_log(cfg.log_csv, st.step);
     log.open(cfg.log_csv, append ? std::ios::app : std::ios::trunc);
@@ -196,7 +213,8 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
                   {"grad_accum", cfg.grad_accum}, {"seed", cfg.seed}, {"shuffle", cfg.shuffle}, {"lr", cfg.lr},
                   {"weight_decay", cfg.weight_decay}, {"schedule", cfg.schedule}, {"warmup_steps", cfg.warmup_steps},
                   {"data", cfg.data}, {"source_model", model_dir}, {"shuffle_rng", rng_text.str()},
-                  {"order", st.order}, {"losses", st.losses}, {"eval_accuracy", st.eval_points}};
+                  {"order", st.order}, {"losses", st.losses}, {"eval_accuracy", st.eval_points},
+                  {"world_size", world}};
     state.update(task.identity());
     if (task.evaluates_before_training()) state["eval_before"] = report.eval_before;  // NaN -> null
     task.save(cfg.output_dir, opt, state, cfg.plot_png.empty() ? plot() : std::string());
@@ -213,18 +231,31 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
       if (cfg.shuffle) std::shuffle(st.order.begin(), st.order.end(), st.rng);
     }
     const int64_t end = std::min(n, st.pos + step_examples), step_n = end - st.pos;
-    const int64_t micro_batches = (step_n + cfg.batch_size - 1) / cfg.batch_size;
+    const int64_t micro_batches = (step_n + cfg.batch_size - 1) / cfg.batch_size;  // over all ranks
     const double lr = learning_rate_at(st.step, cfg.lr, cfg.warmup_steps, total, schedule);
     opt.set_lr(lr);
     opt.zero_grad();
-    // The step's loss and gradient: Σ weight·(micro-batch loss and its gradient), the weights from the task.
-    double loss = 0;
-    for (int64_t s = st.pos, micro = 0; s < end; s += cfg.batch_size, ++micro) {
-      nn::manual_seed(mix64(cfg.seed ^ mix64(static_cast<uint64_t>(st.step * cfg.grad_accum + micro))));  // dropout
+    // The step's loss and gradient: Σ weight·(micro-batch loss and its gradient), the weights from the task. This
+    // rank's micro-batches are rank*grad_accum .. (rank+1)*grad_accum-1 of the step's (a short last step may
+    // leave a rank none); the sum over ranks follows.
+    double sums[2] = {0, 0};  // loss, tokens
+    int64_t tokens = 0;
+    const int64_t first_micro = rank * cfg.grad_accum;
+    const int64_t last_micro = std::min(micro_batches, first_micro + cfg.grad_accum);
+    for (int64_t micro = first_micro; micro < last_micro; ++micro) {
+      const int64_t s = st.pos + micro * cfg.batch_size;
+      nn::manual_seed(mix64(cfg.seed ^ mix64(static_cast<uint64_t>(st.step * cfg.grad_accum * world + micro))));  // dropout
       std::vector<int64_t> idx(st.order.begin() + s, st.order.begin() + std::min(end, s + cfg.batch_size));
       const double weight = task.micro_batch_weight(static_cast<int64_t>(idx.size()), step_n, micro_batches);
-      loss += weight * task.train_micro_batch(idx, weight, &report.tokens);
+      sums[0] += weight * task.train_micro_batch(idx, weight, &tokens);
     }
+    sums[1] = static_cast<double>(tokens);
+    if (world > 1) {
+      report.allreduce_seconds += allreduce_gradients(params, *comm, cfg.bucket_bytes);
+      comm->allreduce_sum(sums, 2, "allreduce of the step's loss");
+    }
+    const double loss = sums[0];
+    report.tokens += static_cast<int64_t>(sums[1]);
     st.pos = end;
     const double norm = cfg.max_grad_norm > 0 ? clip_grad_norm(params, cfg.max_grad_norm) : std::nan("");
     opt.step();
@@ -234,7 +265,7 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
     const bool epoch_end = cfg.steps <= 0 && st.pos >= n;
     const bool last = st.step == total;
     double acc = std::nan("");
-    if (epoch_end || last) {
+    if ((epoch_end || last) && leader) {
       acc = task.evaluate();
       if (!std::isnan(acc)) {
         report.eval_accuracy.push_back(acc);
@@ -247,14 +278,14 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
       log << "\n";
       log.flush();
     }
-    if (!cfg.output_dir.empty() && (last || (cfg.save_every > 0 && st.step % cfg.save_every == 0))) save();
-    if (progress) {
+    if (leader && !cfg.output_dir.empty() && (last || (cfg.save_every > 0 && st.step % cfg.save_every == 0))) save();
+    if (progress && leader) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
       progress({st.step, total, loss, lr, report.tokens, secs, report.first_step});
     }
   }
   model.eval();
-  if (!cfg.plot_png.empty()) io::write_file_atomic(cfg.plot_png, plot());
+  if (!cfg.plot_png.empty() && leader) io::write_file_atomic(cfg.plot_png, plot());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }
