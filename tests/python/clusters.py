@@ -39,7 +39,7 @@ class Daemons:
         self.procs.append((p, f))
         return p
 
-    def stop(self, grace=15):
+    def stop(self, grace=8):
         for p, _ in reversed(self.procs):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)

@@ -75,24 +75,24 @@ def test_block_vectors_match_python_encoder(data):
 
 
 def test_killed_run_resumes_to_identical_output(tmp_path):
-    texts = corpus(3000, seed=1)
+    texts = corpus(1500, seed=1)
     src = tmp_path / "in.txt"
     src.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    common = ["-i", src, "--block", 64, "--batch-size", 16, "--threads", 1, "-q", "--shard", "1/2"]
+    common = ["-i", src, "--block", 32, "--batch-size", 16, "--threads", 1, "-q", "--shard", "1/2"]
     run("embed", *common, "-o", tmp_path / "ref.jsonl")
     ref = (tmp_path / "ref.jsonl").read_bytes()
     out = tmp_path / "out.jsonl"
     proc = subprocess.Popen([str(BIN), "embed", *map(str, common), "-o", str(out)])
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (not out.exists() or out.read_bytes().count(b"\n") < 3 * 64):
+        while time.monotonic() < deadline and (not out.exists() or out.read_bytes().count(b"\n") < 3 * 32):
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     written = out.read_bytes()
-    assert 3 * 64 <= written.count(b"\n") < ref.count(b"\n"), "the run was not interrupted mid-way"
+    assert 3 * 32 <= written.count(b"\n") < ref.count(b"\n"), "the run was not interrupted mid-way"
     assert ref.startswith(written)
     # A torn tail, as a kill during a block's write leaves it: whole lines of an unfinished block, then half a line.
     with open(out, "ab") as f:
