@@ -135,13 +135,13 @@ def embedding_bench(args, work):
                 str(work / "texts.parquet"), str(ray_out), model=model, concurrency=1, num_cpus=1,
                 batch_size=args.ray_batch, encode_batch_size=32)))
             t = pq.read_table(ray_out)
-            got = encore_ray.embeddings_matrix(t.column("embedding").combine_chunks())[np.argsort(t.column("id"))]
+            got = encore_ray.embeddings_matrix(t.column("embedding").combine_chunks())[np.argsort(t.column("id").to_numpy())]
             assert np.abs(got - ref).max() < 1e-5, "ray output differs"
             spark_out = work / f"spark{r}"
             times["spark"].append(timed(lambda: encore_spark.embed_dataframe(spark_df, model=model, threads=1)
                                         .write.parquet(str(spark_out))))
             t = pq.read_table(spark_out)
-            got = np.stack(t.column("embedding").to_numpy(zero_copy_only=False))[np.argsort(t.column("id"))]
+            got = np.stack(t.column("embedding").to_numpy(zero_copy_only=False))[np.argsort(t.column("id").to_numpy())]
             assert np.abs(got - ref).max() < 1e-5, "spark output differs"
             print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
     finally:
