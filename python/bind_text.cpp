@@ -82,8 +82,8 @@ void bind_text(py::module_& m) {
             {
               py::gil_scoped_release nogil;
               out = self.encode_batch(texts, add_special_tokens);
+              for (size_t i = 0; i < out.size(); ++i) to_char_offsets(out[i], texts[i], "");
             }
-            for (size_t i = 0; i < out.size(); ++i) to_char_offsets(out[i], texts[i], "");
             return out;
           },
           py::arg("inputs"), py::arg("add_special_tokens") = true)

@@ -65,7 +65,8 @@ class Tokenizer {
 
   Encoding encode(std::string_view text, bool add_special_tokens = true) const;
   Encoding encode_pair(std::string_view first, std::string_view second, bool add_special_tokens = true) const;
-  // Encodes each text (truncated as configured) and pads the batch as configured.
+  // Encodes each text (truncated as configured) on encore's threads (encore::set_num_threads; serial inside another
+  // parallel region) and pads the batch as configured. Order is kept; an error is the first failing text's.
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts, bool add_special_tokens = true) const;
   // Pairs (e.g. for cross-encoders), truncated and padded as a batch like encode_batch.
   std::vector<Encoding> encode_pair_batch(const std::vector<std::pair<std::string, std::string>>& pairs,

@@ -6,10 +6,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <exception>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "encore/error.hpp"
+#include "runtime/parallel.hpp"
 #include "tokenizer/added_vocabulary.hpp"
 #include "tokenizer/components.hpp"
 #include "tokenizer/json_util.hpp"
@@ -38,13 +41,13 @@ class TokenizerImpl {
     tok::PreTokenizedString pts = p->added.extract_and_normalize(p->normalizer.get(), text);
     if (p->pre_tokenizer) p->pre_tokenizer->pre_tokenize(pts);
     Encoding e;
-    for (const tok::Split& s : pts.splits) {
-      const std::vector<tok::Token> tokens = s.tokens ? *s.tokens : p->model->tokenize(s.normalized.get());
-      for (const tok::Token& t : tokens) {
+    for (tok::Split& s : pts.splits) {
+      std::vector<tok::Token> tokens = s.tokens ? std::move(*s.tokens) : p->model->tokenize(s.normalized.get());
+      for (tok::Token& t : tokens) {
         const auto o = s.normalized.to_original(t.offsets).value_or(t.offsets);
         e.ids.push_back(t.id);
         e.type_ids.push_back(type_id);
-        e.tokens.push_back(t.value);
+        e.tokens.push_back(std::move(t.value));
         e.offsets.emplace_back(static_cast<int64_t>(o.first), static_cast<int64_t>(o.second));
         e.special_tokens_mask.push_back(0);
         e.attention_mask.push_back(1);
@@ -462,19 +465,47 @@ Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second,
                              {first, second});
 }
 
+namespace {
+
+// out[i] = encode_one(i) for i in [0, n), on the engine's threads (runtime::parallel_for: contiguous ranges, serial
+// with one thread or inside another parallel region). The error of the lowest failing index is rethrown, as a
+// serial loop would throw it.
+template <typename EncodeOne>
+std::vector<Encoding> encode_each(size_t n, EncodeOne&& encode_one) {
+  std::vector<Encoding> out(n);
+  std::mutex mu;
+  size_t first_bad = n;
+  std::exception_ptr error;
+  runtime::parallel_for(0, static_cast<int64_t>(n), 4, [&](int64_t begin, int64_t end) {
+    for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
+      try {
+        out[i] = encode_one(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (i < first_bad) {
+          first_bad = i;
+          error = std::current_exception();
+        }
+        return;
+      }
+    }
+  });
+  if (error) std::rethrow_exception(error);
+  return out;
+}
+
+}  // namespace
+
 std::vector<Encoding> Tokenizer::encode_batch(const std::vector<std::string>& texts, bool add_special_tokens) const {
-  std::vector<Encoding> out;
-  out.reserve(texts.size());
-  for (const std::string& t : texts) out.push_back(encode(t, add_special_tokens));
+  std::vector<Encoding> out = encode_each(texts.size(), [&](size_t i) { return encode(texts[i], add_special_tokens); });
   if (impl_->padding) TokenizerImpl::pad(out, *impl_->padding);
   return out;
 }
 
 std::vector<Encoding> Tokenizer::encode_pair_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
                                                    bool add_special_tokens) const {
-  std::vector<Encoding> out;
-  out.reserve(pairs.size());
-  for (const auto& [a, b] : pairs) out.push_back(encode_pair(a, b, add_special_tokens));
+  std::vector<Encoding> out = encode_each(
+      pairs.size(), [&](size_t i) { return encode_pair(pairs[i].first, pairs[i].second, add_special_tokens); });
   if (impl_->padding) TokenizerImpl::pad(out, *impl_->padding);
   return out;
 }

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "encore/error.hpp"
+#include "encore/runtime.hpp"
 #include "encore/tokenizer.hpp"
 #include "tokenizer/normalized_string.hpp"
 #include "tokenizer/regex.hpp"
@@ -272,6 +273,37 @@ TEST(Tokenizer, ConcurrentEncodeMatchesSerial) {
     });
   for (auto& th : threads) th.join();
   for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
+// encode_batch runs on encore's threads: same encodings, same order as encode one by one; and the error of a
+// failing text (here Oniguruma's backtracking limit, (a|a)*\z(?<=b) on 40 a's: the Python library panics with
+// "retry-limit-in-match over") comes out of the batch as encore::Error.
+TEST(Tokenizer, ParallelBatchMatchesSerialAndRethrows) {
+  const int saved = encore::get_num_threads();
+  encore::set_num_threads(2);
+  const encore::Tokenizer& tok = tokenizer("bytelevel_bpe");
+  std::vector<std::string> texts;
+  for (const json& c : cases()["cases"]) texts.push_back(c["text"]);
+  const std::vector<encore::Encoding> batch = tok.encode_batch(texts);
+  ASSERT_EQ(batch.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const encore::Encoding one = tok.encode(texts[i]);
+    EXPECT_EQ(batch[i].ids, one.ids) << i;
+    EXPECT_EQ(batch[i].offsets, one.offsets) << i;
+    EXPECT_EQ(batch[i].tokens, one.tokens) << i;
+  }
+  const encore::Tokenizer slow = encore::Tokenizer::from_json(
+      R"J({"model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}, "pre_tokenizer": {"type": "Split",
+          "pattern": {"Regex": "(a|a)*\\z(?<=b)"}, "behavior": "Isolated", "invert": false}})J");
+  std::vector<std::string> mixed(16, "a b");
+  mixed[11] = std::string(40, 'a');
+  try {
+    slow.encode_batch(mixed);
+    ADD_FAILURE() << "no error from the backtracking limit";
+  } catch (const encore::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retry-limit-in-match"), std::string::npos) << e.what();
+  }
+  encore::set_num_threads(saved);
 }
 
 // A quadratic algorithm anywhere (BPE merging, Viterbi, replace, split) would take minutes on 1 MB.
