@@ -6,6 +6,7 @@
 
 #include "apps/common.hpp"
 #include "encore/runtime.hpp"
+#include "encore/version.hpp"
 
 namespace encore::cli {
 
@@ -77,7 +78,7 @@ std::string human_bytes(int64_t bytes) {
 int main(int argc, char** argv) {
   CLI::App app{"encore: a C++ engine for Transformer encoders"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "encore 0.1.0");
+  app.set_version_flag("--version", "encore " ENCORE_VERSION_STRING);
   encore::cli::register_trace(app);
   encore::cli::register_memory(app);
   encore::cli::register_bench(app);

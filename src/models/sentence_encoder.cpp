@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <utf8proc.h>
@@ -289,8 +290,22 @@ Encoding SentenceEncoder::tokenize_pair(const std::string& first, const std::str
   return tok.encode_pair(lower(first), lower(second), options.add_special_tokens);
 }
 
+namespace {
+std::mutex g_default_model_mutex;
+std::string g_default_model_dir;  // set_default_model_dir (the Python package, at import)
+}  // namespace
+
+void set_default_model_dir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(g_default_model_mutex);
+  g_default_model_dir = dir;
+}
+
 std::string default_model_dir() {
   if (const char* env = std::getenv("ENCORE_MODEL"); env && *env) return env;
+  {
+    std::lock_guard<std::mutex> lock(g_default_model_mutex);
+    if (!g_default_model_dir.empty()) return g_default_model_dir;
+  }
 #ifdef ENCORE_DEFAULT_MODEL_DIR
   if (fs::is_directory(ENCORE_DEFAULT_MODEL_DIR)) return ENCORE_DEFAULT_MODEL_DIR;
 #endif
