@@ -59,12 +59,12 @@ PYBIND11_MODULE(_encore, m) {
             self.cast<nn::Module&>().train(mode);
             return self;
           },
-          py::arg("mode") = true)
+          py::arg("mode") = true, "Training mode (dropout on, forward saves what backward needs). Returns self.")
       .def("eval",
            [](py::object self) {
              self.cast<nn::Module&>().eval();
              return self;
-           })
+           }, "Inference mode (train(False)). Returns self.")
       .def_property_readonly("training", &nn::Module::is_training, "True in training mode (dropout, saved activations)")
       .def(
           "grads",

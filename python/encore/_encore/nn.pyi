@@ -10,7 +10,9 @@ class Module:
     Base of encore.nn modules (torch.nn.Module's state_dict / train / eval / grads over numpy arrays)
     """
     def eval(self) -> typing.Any:
-        ...
+        """
+        Inference mode (train(False)). Returns self.
+        """
     def grads(self) -> dict:
         """
         parameter gradients by state_dict name (views of encore's buffers; backward accumulates into them); a parameter no backward reached since zero_grad() has none and is absent (torch: .grad is None)
@@ -36,7 +38,9 @@ class Module:
         {name: float32 array}: parameters under the state_dict keys torch uses
         """
     def train(self, mode: bool = True) -> typing.Any:
-        ...
+        """
+        Training mode (dropout on, forward saves what backward needs). Returns self.
+        """
     def zero_grad(self, set_to_none: bool = True) -> None:
         """
         torch's zero_grad: drop the gradients (set_to_none), or fill the existing ones with zeros
