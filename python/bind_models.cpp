@@ -99,7 +99,7 @@ void bind_models(py::module_& m) {
            }, "Inference mode (train(False)). Returns self.")
       .def(
           "backward",
-          [](const encore::AutoModel& self, const py::object& d_last, const py::object& d_pooler,
+          [](encore::AutoModel& self, const py::object& d_last, const py::object& d_pooler,
              const py::object& d_logits) {
             Tensor a = d_last.is_none() ? Tensor() : float_tensor(d_last, "d_last_hidden_state");
             Tensor b = d_pooler.is_none() ? Tensor() : float_tensor(d_pooler, "d_pooler_output");

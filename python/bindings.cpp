@@ -93,7 +93,7 @@ PYBIND11_MODULE(_encore, m) {
                   "torch.nn.LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dims (normalized_shape)")
       .def(
           "backward",
-          [](const nn::LayerNorm& self, const py::object& grad_output) {
+          [](nn::LayerNorm& self, const py::object& grad_output) {
             Tensor g = float_tensor(grad_output, "grad_output");
             py::gil_scoped_release nogil;
             Tensor dx = self.backward(g);
@@ -149,7 +149,7 @@ PYBIND11_MODULE(_encore, m) {
                   "torch.nn.MultiheadAttention: same arguments, defaults (batch_first=False), masks (True / -inf = ignore) and state_dict keys")
       .def(
           "backward",
-          [](const nn::MultiheadAttention& self, const py::object& grad_output) {
+          [](nn::MultiheadAttention& self, const py::object& grad_output) {
             Tensor g = float_tensor(grad_output, "grad_output");
             py::gil_scoped_release nogil;
             Tensor dx = self.backward(g);
@@ -186,7 +186,7 @@ PYBIND11_MODULE(_encore, m) {
                   "torch.nn.TransformerEncoderLayer: self-attention + feed-forward with residuals, Post-LN (norm_first=False) or Pre-LN")
       .def(
           "backward",
-          [](const nn::TransformerEncoderLayer& self, const py::object& grad_output) {
+          [](nn::TransformerEncoderLayer& self, const py::object& grad_output) {
             Tensor g = float_tensor(grad_output, "grad_output");
             py::gil_scoped_release nogil;
             Tensor dx = self.backward(g);
@@ -221,7 +221,7 @@ PYBIND11_MODULE(_encore, m) {
                   "torch.nn.TransformerEncoder: num_layers copies of encoder_layer, then the optional final norm")
       .def(
           "backward",
-          [](const nn::TransformerEncoder& self, const py::object& grad_output) {
+          [](nn::TransformerEncoder& self, const py::object& grad_output) {
             Tensor g = float_tensor(grad_output, "grad_output");
             py::gil_scoped_release nogil;
             Tensor dx = self.backward(g);
@@ -273,7 +273,7 @@ PYBIND11_MODULE(_encore, m) {
            py::arg("memory_is_causal") = false)
       .def(
           "backward",
-          [](const nn::TransformerDecoderLayer& self, const py::object& grad_output) {
+          [](nn::TransformerDecoderLayer& self, const py::object& grad_output) {
             Tensor g = float_tensor(grad_output, "grad_output");
             std::pair<Tensor, Tensor> d;
             {

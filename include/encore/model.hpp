@@ -81,7 +81,7 @@ class AutoModel {
   // p in [0, 1). Masks come from encore::nn::manual_seed's generator.
   void set_dropout(double p);
   void backward(const Tensor& d_last_hidden_state, const Tensor& d_pooler_output = Tensor(),
-                const Tensor& d_logits = Tensor()) const;
+                const Tensor& d_logits = Tensor());  // accumulates into the parameters' gradients
   // Gradient checkpointing: training keeps only each encoder layer's input and recomputes the layer's forward
   // during backward (less activation memory, about one more forward pass of compute; same gradient bits).
   void set_gradient_checkpointing(bool enabled);

@@ -131,7 +131,7 @@ class Module {
     saved_.push_back(std::move(value));
   }
   template <typename T>
-  std::shared_ptr<T> pop_saved(const char* who) const {
+  std::shared_ptr<T> pop_saved(const char* who) {
     ENCORE_CHECK(!saved_.empty(), who, ".backward: no saved forward pass (call forward() in training mode first, "
                  "once per backward)");
     auto v = std::static_pointer_cast<T>(saved_.back());
@@ -178,7 +178,7 @@ class LayerNorm : public Module {
   explicit LayerNorm(const Shape& normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
                      bool bias = true);
   Tensor forward(const Tensor& input) const;
-  Tensor backward(const Tensor& grad_output) const;
+  Tensor backward(const Tensor& grad_output);
   Tensor apply(const Tensor& input) const;  // forward without clearing earlier saves (for use inside layers)
   // apply(x + residual) in one pass (layers' residual connections). x must be contiguous and owned by the
   // caller: it becomes x + residual with keep_sum (the result is then a new tensor), else it holds the result.
@@ -230,12 +230,12 @@ class MultiheadAttention : public Module {
                           const Tensor& attn_mask = Tensor(), bool average_attn_weights = true,
                           bool is_causal = false) const;
   // Self-attention backward (query = key = value, packed in-projection): the gradient of the query.
-  Tensor backward(const Tensor& grad_output) const;
+  Tensor backward(const Tensor& grad_output);
   // d_attn_mask, when non-null, receives (B, H, T, S): the gradient of a float attn_mask added to the scores.
   // Cross-attention on one memory (key is value, packed in-projection) returns the query's gradient and needs
   // d_key_value, which receives the memory's.
   Tensor backward_batch_first(const Tensor& grad_output, Tensor* d_attn_mask = nullptr,
-                              Tensor* d_key_value = nullptr) const;
+                              Tensor* d_key_value = nullptr);
   // The same on batch-first 3-D tensors, the form layers use internally.
   // cu_seqlens (inference, self-attention, no weights): query is (1, N, E) holding sequences back to back,
   // sequence b in rows [cu_seqlens[b], cu_seqlens[b+1]), each attending within itself (ops::AttentionMasks).
@@ -312,10 +312,10 @@ class TransformerEncoderLayer : public Module {
   Tensor forward_batch_first(const Tensor& x, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                              bool is_causal, Tensor* attn_weights = nullptr,
                              const std::vector<int64_t>* cu_seqlens = nullptr) const;
-  Tensor backward(const Tensor& grad_output) const;  // gradient of src, in src's layout
+  Tensor backward(const Tensor& grad_output);  // gradient of src, in src's layout
   // d_src_mask, when non-null, receives the gradient of a float src_mask added to the scores, per sequence
   // and head (B, H, T, T) - for learned attention biases (MPNet's relative positions).
-  Tensor backward_batch_first(const Tensor& grad_output, Tensor* d_src_mask = nullptr) const;
+  Tensor backward_batch_first(const Tensor& grad_output, Tensor* d_src_mask = nullptr);
 
   // Per-site dropout; also sets self_attn.dropout (the attention-probabilities site). Checked to be in [0, 1].
   void set_dropout(const EncoderLayerDropout& sites);
@@ -358,7 +358,7 @@ class TransformerEncoder : public Module {
                      std::optional<LayerNorm> norm = std::nullopt, bool share_parameters = false);
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  std::optional<bool> is_causal = std::nullopt, EncoderTrace* trace = nullptr) const;
-  Tensor backward(const Tensor& grad_output) const;  // gradient of src, in src's layout
+  Tensor backward(const Tensor& grad_output);  // gradient of src, in src's layout
 
   // Training: keep only each layer's input and recompute the layer's forward during backward (less memory,
   // about one more forward of compute). Gradients are bitwise those without it (same ops, same dropout masks).
@@ -399,8 +399,8 @@ class TransformerDecoderLayer : public Module {
                              const Tensor& memory_key_padding_mask, bool tgt_is_causal, bool memory_is_causal) const;
   // Training: the gradients of tgt and of memory (in their layouts) for the last training-mode forward;
   // accumulates parameter gradients.
-  std::pair<Tensor, Tensor> backward(const Tensor& grad_output) const;
-  std::pair<Tensor, Tensor> backward_batch_first(const Tensor& grad_output) const;
+  std::pair<Tensor, Tensor> backward(const Tensor& grad_output);
+  std::pair<Tensor, Tensor> backward_batch_first(const Tensor& grad_output);
 
  protected:
   Tensor forward_train(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask, const Tensor& memory_mask,

@@ -2,6 +2,7 @@
 // dropout placement and gradient checkpointing; ClassificationHead, the heads of the *ForSequenceClassification and
 // *ForTokenClassification models.
 #include <random>
+#include <set>
 
 #include "models/model.hpp"
 #include "nn/common.hpp"
@@ -79,6 +80,115 @@ struct StackedEncoder::Saved {
 };
 
 Tensor StackedEncoder::position_ids(const Tensor& ids) const { return absolute_position_ids(ids.size(0), ids.size(1)); }
+
+void StackedEncoder::load_layers(Weights& w, const EncoderDims& d, int64_t count,
+                                 const std::function<std::string(int64_t)>& prefix) {
+  for (int64_t i = 0; i < count; ++i) {
+    layer_prefixes.push_back(prefix(i));
+    layers.push_back(load_post_ln_layer(w, layer_prefixes.back(), layer_names, d.hidden, d.heads, d.intermediate,
+                                        d.activation, d.eps));
+    info.num_parameters += layers.back().num_parameters();
+  }
+}
+
+void StackedEncoder::select_head(const HfConfig& cfg, Weights& root, double token_dropout) {
+  using In = ClassificationHead::Input;
+  ClassificationHead layout;
+  if (architecture_ends_with(cfg, "ForSequenceClassification") && root.has(sequence_head_layout.out_name + ".weight")) {
+    layout = sequence_head_layout;
+    info.head = "sequence_classification";
+  } else if (architecture_ends_with(cfg, "ForTokenClassification") && root.has("classifier.weight")) {
+    layout = head_layout(In::every_token, "", "classifier", kernels::Act::none, token_dropout, 0.0);
+    info.head = "token_classification";
+  } else {
+    return;
+  }
+  read_labels(cfg, info);
+  ENCORE_CHECK(layout.input != In::pooled || pooler, cfg.source(), ": a sequence-classification head needs the pooler");
+  head = take_head(root, layout, info.num_labels, info.hidden_size);
+}
+
+void StackedEncoder::for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) {
+  for (auto& l : layers) fn(l);
+}
+
+std::vector<nn::TransformerEncoderLayer*> StackedEncoder::layer_order() {
+  std::vector<nn::TransformerEncoderLayer*> order;
+  if (run_order.empty())
+    for (auto& l : layers) order.push_back(&l);
+  for (size_t i : run_order) order.push_back(&layers.at(i));
+  return order;
+}
+
+std::vector<const nn::TransformerEncoderLayer*> StackedEncoder::layer_order() const {
+  std::vector<const nn::TransformerEncoderLayer*> order;
+  if (run_order.empty())
+    for (const auto& l : layers) order.push_back(&l);
+  for (size_t i : run_order) order.push_back(&layers.at(i));
+  return order;
+}
+
+void StackedEncoder::collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) {
+  embeddings.collect_parameters(prefix + "embeddings.", out);
+  if (project) project->collect_parameters(prefix + project_name, out);
+  for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + layer_prefixes[i], out);
+  collect_extra_parameters(prefix, out);
+  if (pooler) pooler->collect_parameters(prefix + pooler_name, out);
+  if (head) head->collect_parameters(prefix, out);
+}
+
+void StackedEncoder::for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) {
+  for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], layer_prefixes[i].substr(0, layer_prefixes[i].size() - 1));
+}
+
+// The parameters under transformers' names. Base-model names are the parameters' own (relative to the base
+// prefix), each layer's through layer_names (the packed Q/K/V split back into three by rows); with a head they
+// live under hf_base_prefix, as the task model keeps them, and the head's names stay at the root.
+HfExport StackedEncoder::export_hf() {
+  HfExport out;
+  const bool task = !info.head.empty();
+  out.architecture = hf_class_stem + (info.head == "sequence_classification" ? "ForSequenceClassification"
+                                      : info.head == "token_classification" ? "ForTokenClassification"
+                                                                             : "Model");
+  std::set<const Tensor*> head_params;
+  if (head) {
+    std::vector<nn::ParamRef> refs;
+    head->collect_parameters("", refs);
+    for (auto& r : refs) head_params.insert(r.param);
+  }
+  std::map<const Tensor*, std::vector<std::string>> in_layers;  // layer parameter -> its checkpoint names
+  for (size_t i = 0; i < layers.size(); ++i)
+    for (auto& [local, p] : layers[i].named_parameters()) {
+      std::vector<std::string> names = layer_names.hf_names(local);
+      for (auto& n : names) n = layer_prefixes[i] + n;
+      in_layers[p] = std::move(names);
+    }
+  for (auto& [name, p] : named_parameters()) {
+    const std::string base = task ? hf_base_prefix : "";
+    if (head_params.count(p)) {
+      out.tensors.emplace_back(name, p->contiguous());
+      continue;
+    }
+    auto it = in_layers.find(p);
+    if (it == in_layers.end()) {
+      out.tensors.emplace_back(base + name, p->contiguous());
+      continue;
+    }
+    const int64_t parts = static_cast<int64_t>(it->second.size()), rows = p->size(0) / parts;
+    for (int64_t i = 0; i < parts; ++i)
+      out.tensors.emplace_back(base + it->second[i], parts == 1 ? p->contiguous()
+                                                                : p->slice(0, i * rows, (i + 1) * rows).contiguous());
+  }
+  return out;
+}
+
+std::vector<std::string> StackedEncoder::layer_linear_weight_names() {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < layers.size(); ++i)
+    for (const char* local : {"self_attn.in_proj_weight", "self_attn.out_proj.weight", "linear1.weight", "linear2.weight"})
+      for (const std::string& n : layer_names.hf_names(local)) out.push_back(hf_checkpoint_prefix + layer_prefixes[i] + n);
+  return out;
+}
 
 void StackedEncoder::set_hf_dropout(double hidden, double attention_probs) {
   embeddings.dropout = hidden;
@@ -182,9 +292,8 @@ ModelOutput StackedEncoder::forward(const Tensor& ids, const Tensor& mask, const
   return out;
 }
 
-void StackedEncoder::backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) const {
+void StackedEncoder::backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) {
   auto sv = pop_saved<Saved>(info.model_type.empty() ? "model" : info.model_type.c_str());
-  auto* self = const_cast<StackedEncoder*>(this);  // gradients accumulate into the model's own buffers
   const int64_t H = info.hidden_size;
   Tensor dlast = d_last.defined() ? d_last.contiguous().clone() : Tensor::zeros({sv->B, sv->T, H});
   check_shape(dlast, "d_last_hidden_state", {sv->B, sv->T, H});
@@ -195,7 +304,7 @@ void StackedEncoder::backward(const Tensor& d_last, const Tensor& d_pooler, cons
   };
   if (d_logits.defined()) {
     ENCORE_CHECK(head && sv->logits, "backward: d_logits given but no logits were computed");
-    Tensor din = self->head->backward(sv->head, d_logits);
+    Tensor din = head->backward(sv->head, d_logits);
     using In = ClassificationHead::Input;
     if (head->input == In::every_token) {
       ops::add_forward_(dlast, din);
@@ -210,13 +319,17 @@ void StackedEncoder::backward(const Tensor& d_last, const Tensor& d_pooler, cons
   if (dpool.defined()) {
     ENCORE_CHECK(pooler, "backward: d_pooler given but the model has no pooler");
     // in the forward pass this was:  pooler_output = tanh(last_hidden[:, 0]·Wᵀ + b)
-    add_to_first_token(self->pooler->backward(dpool, sv->pooler_in, sv->pooler_pre, kernels::Act::tanh));
+    add_to_first_token(pooler->backward(dpool, sv->pooler_in, sv->pooler_pre, kernels::Act::tanh));
   }
   Tensor dbias;
-  Tensor d = nn::detail::layer_stack_backward(sv->layers, dlast, sv->layers.mask.defined() ? &dbias : nullptr);
+  Tensor d = nn::detail::layer_stack_backward(sv->layers, layer_order(), dlast, sv->layers.mask.defined() ? &dbias : nullptr);
   if (dbias.defined()) attention_bias_backward(dbias);
-  if (project) d = self->project->backward(d, sv->project_in);
-  self->embeddings.backward(sv->embeddings, d);
+  if (project) d = project->backward(d, sv->project_in);
+  embeddings.backward(sv->embeddings, d);
 }
 
 }  // namespace encore::models
+
+namespace encore {
+HfExport AutoModel::export_hf() const { return impl_->export_hf(); }
+}  // namespace encore

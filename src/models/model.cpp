@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "io/json_file.hpp"
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
@@ -23,13 +24,7 @@ HfConfig HfConfig::load(const std::string& model_dir) {
   const fs::path p = fs::path(model_dir) / "config.json";
   ENCORE_CHECK(fs::is_directory(model_dir), "model directory '", model_dir, "' does not exist");
   ENCORE_CHECK(fs::exists(p), "'", model_dir, "' has no config.json");
-  std::ifstream in(p);
-  Json j;
-  try {
-    j = Json::parse(in);
-  } catch (const Json::exception& e) {
-    throw Error(detail::concat("'", p.string(), "' is not valid JSON: ", e.what()));
-  }
+  Json j = io::read_json_file(p);
   ENCORE_CHECK(j.is_object(), "'", p.string(), "' is not a JSON object");
   return HfConfig(std::move(j), p.string());
 }
@@ -77,7 +72,6 @@ Tensor Weights::take(const std::string& name, const Shape& expected) {
   Tensor t = int8 ? *int8 : store_.get_f32(full);
   ENCORE_CHECK(t.shape() == expected, "weight '", full, "' in '", store_.source(), "' has shape ", t.shape_str(),
                " but config.json implies ", shape_str(expected));
-  record_source(t, {full});
   return t;
 }
 
@@ -123,40 +117,48 @@ std::string activation_from_hf(const std::string& act, const std::string& source
   throw Error(source + ": hidden_act '" + act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)");
 }
 
-namespace {
-thread_local std::vector<std::string>* t_linear_weight_names = nullptr;  // set by encoder_linear_weight_names
+std::vector<std::string> LayerNames::hf_names(const std::string& local) const {
+  const auto dot = local.rfind('.');
+  const std::string module = local.substr(0, dot), kind = local.substr(dot + 1);  // "linear1", "weight"
+  if (module == "self_attn" && (kind == "in_proj_weight" || kind == "in_proj_bias")) {
+    const std::string suffix = kind == "in_proj_weight" ? ".weight" : ".bias";
+    return {q + suffix, k + suffix, v + suffix};
+  }
+  const std::map<std::string, const std::string*> parts = {{"self_attn.out_proj", &o}, {"norm1", &attn_norm},
+                                                            {"linear1", &ffn_in},       {"linear2", &ffn_out},
+                                                            {"norm2", &ffn_norm}};
+  auto it = parts.find(module);
+  ENCORE_CHECK(it != parts.end(), "no checkpoint name is known for encoder-layer parameter '", local, "'");
+  return {*it->second + "." + kind};
 }
 
-nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const PostLnNames& n, int64_t H, int64_t heads,
-                                               int64_t I, const std::string& activation, double eps) {
-  if (t_linear_weight_names)
-    for (const std::string* m : {&n.q, &n.k, &n.v, &n.o, &n.ffn_in, &n.ffn_out})
-      t_linear_weight_names->push_back(w.full_name(*m + ".weight"));
+LayerNames bert_layer_names() {
+  return {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+          "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"};
+}
+
+nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const std::string& prefix, const LayerNames& names,
+                                               int64_t H, int64_t heads, int64_t I, const std::string& activation,
+                                               double eps) {
   nn::NoInitGuard no_init;
   nn::TransformerEncoderLayer layer(H, heads, I, 0.0, activation, eps, /*batch_first=*/true, /*norm_first=*/false);
-  std::vector<Tensor> qkv = {w.take(n.q + ".weight", {H, H}), w.take(n.k + ".weight", {H, H}),
-                             w.take(n.v + ".weight", {H, H})};
-  layer.self_attn.in_proj_weight = cat_rows(qkv);
-  if (std::all_of(qkv.begin(), qkv.end(), [](const Tensor& t) { return t.is_file_mapping(); }))
-    layer.self_attn.set_in_proj_rows(std::move(qkv));  // freed after preparation, rebuilt from these on demand
-  layer.self_attn.in_proj_bias =
-      cat_rows({w.take(n.q + ".bias", {H}), w.take(n.k + ".bias", {H}), w.take(n.v + ".bias", {H})});
-  record_source(layer.self_attn.in_proj_weight,
-                {w.full_name(n.q + ".weight"), w.full_name(n.k + ".weight"), w.full_name(n.v + ".weight")});
-  record_source(layer.self_attn.in_proj_bias,
-                {w.full_name(n.q + ".bias"), w.full_name(n.k + ".bias"), w.full_name(n.v + ".bias")});
-  layer.self_attn.out_proj.weight = w.take(n.o + ".weight", {H, H});
-  layer.self_attn.out_proj.bias = w.take(n.o + ".bias", {H});
-  layer.norm1.weight = w.take(n.attn_norm + ".weight", {H});
-  layer.norm1.bias = w.take(n.attn_norm + ".bias", {H});
-  layer.linear1.weight = w.take(n.ffn_in + ".weight", {I, H});
-  layer.linear1.bias = w.take(n.ffn_in + ".bias", {I});
-  layer.linear2.weight = w.take(n.ffn_out + ".weight", {H, I});
-  layer.linear2.bias = w.take(n.ffn_out + ".bias", {H});
-  layer.norm2.weight = w.take(n.ffn_norm + ".weight", {H});
-  layer.norm2.bias = w.take(n.ffn_norm + ".bias", {H});
+  // Every parameter from the checkpoint tensors LayerNames names for it; the packed Q/K/V stacks three.
+  for (auto& [local, param] : layer.named_parameters()) {
+    const std::vector<std::string> hf = names.hf_names(local);
+    Shape part = param->shape();
+    part[0] /= static_cast<int64_t>(hf.size());
+    std::vector<Tensor> parts;
+    for (const std::string& n : hf) parts.push_back(w.take(prefix + n, part));
+    if (parts.size() == 1) {
+      *param = parts[0];
+      continue;
+    }
+    *param = cat_rows(parts);
+    if (local == "self_attn.in_proj_weight" &&
+        std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return t.is_file_mapping(); }))
+      layer.self_attn.set_in_proj_rows(std::move(parts));  // freed after preparation, rebuilt from these on demand
+  }
   layer.eval();
-  record_layer(layer);
   return layer;
 }
 
@@ -191,14 +193,6 @@ Tensor key_padding_from_attention_mask(const Tensor& mask, int64_t B, int64_t T)
   return any ? out : Tensor();
 }
 
-static const std::map<std::string, Loader>& registry() {
-  static const std::map<std::string, Loader> r = {
-      {"bert", load_bert},           {"roberta", load_roberta}, {"xlm-roberta", load_roberta},
-      {"electra", load_electra},     {"distilbert", load_distilbert}, {"albert", load_albert},
-      {"mpnet", load_mpnet}};
-  return r;
-}
-
 std::vector<std::string> registered_families() {
   std::vector<std::string> out;
   for (auto& [k, _] : registry()) out.push_back(k);
@@ -216,12 +210,7 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   }
   const bool quantized = read_quantization_marker(cfg);
   io::WeightStore store = io::WeightStore::open_dir(model_dir);
-  std::unique_ptr<EncoderModel> model;
-  {
-    HfSourceRecorder recorder;
-    model = it->second(cfg, store);
-    recorder.finish(*model);
-  }  // the recorder holds the loaded tensors until here: preparation may free some of them
+  std::unique_ptr<EncoderModel> model = it->second(cfg, store);
   model->info.model_type = type;
   model->eval();  // inference until AutoModel::train(); the loaders' layers are already in eval mode
   model->for_each_layer([&](nn::TransformerEncoderLayer& layer) { layer.prepare_inference(dtype); });
@@ -242,23 +231,12 @@ std::vector<std::string> encoder_linear_weight_names(const std::string& model_di
   ENCORE_CHECK(it != registry().end(), "'", model_dir, "': model_type '", cfg.get_string("model_type"),
                "' is not supported");
   io::WeightStore store = io::WeightStore::open_dir(model_dir);
-  std::vector<std::string> names;
-  t_linear_weight_names = &names;
-  try {
-    it->second(cfg, store);
-  } catch (...) {
-    t_linear_weight_names = nullptr;
-    throw;
-  }
-  t_linear_weight_names = nullptr;
-  return names;
+  return it->second(cfg, store)->layer_linear_weight_names();  // the structure as loaded, nothing prepared
 }
 
 std::string detect_prefix(const io::WeightStore& store, const std::string& base_prefix, const std::string& probe) {
-  std::string found;  // "" also when neither is there: let Weights report what is missing
-  if (!store.contains(probe) && store.contains(base_prefix + probe)) found = base_prefix;
-  record_prefixes(base_prefix, found);
-  return found;
+  // "" also when neither is there: let Weights report what is missing
+  return !store.contains(probe) && store.contains(base_prefix + probe) ? base_prefix : "";
 }
 
 std::optional<PackedBatch> PackedBatch::plan(const Tensor& key_padding, const ForwardOptions& options, bool training) {
@@ -406,12 +384,6 @@ void LinearWeights::collect_parameters(const std::string& name, std::vector<nn::
   if (bias.defined()) out.push_back({name + ".bias", &bias, &dbias});
 }
 
-void EncoderModel::set_dropout(double p) {
-  // The layers' sites (torch.nn.TransformerEncoderLayer's: attention probabilities, attention output, FFN
-  // hidden and FFN output); families with more sites override.
-  for_each_layer([p](nn::TransformerEncoderLayer& layer) { layer.set_dropout(nn::EncoderLayerDropout::torch(p)); });
-}
-
 void EncoderModel::materialize() {
   for (auto& [name, t] : named_parameters()) *t = t->clone();  // owned, writable, 64-byte aligned
   drop_prepared();
@@ -464,26 +436,6 @@ void fill_info(ModelInfo& info, const HfConfig& cfg, const EncoderDims& d) {
   info.vocab_size = cfg.get_int("vocab_size", 0, 0, 10'000'000);
   info.max_position_embeddings = cfg.get_int("max_position_embeddings", 512, 1, 1'000'000);
   info.pad_token_id = cfg.get_int("pad_token_id", 0, 0, 10'000'000);
-}
-
-std::vector<nn::TransformerEncoderLayer> load_bert_layers(Weights& w, const EncoderDims& d, const std::string& prefix) {
-  std::vector<nn::TransformerEncoderLayer> layers;
-  layers.reserve(d.layers);
-  for (int64_t i = 0; i < d.layers; ++i) {
-    const std::string p = prefix + std::to_string(i) + ".";
-    PostLnNames n{p + "attention.self.query", p + "attention.self.key", p + "attention.self.value",
-                  p + "attention.output.dense", p + "attention.output.LayerNorm", p + "intermediate.dense",
-                  p + "output.dense", p + "output.LayerNorm"};
-    layers.push_back(load_post_ln_layer(w, n, d.hidden, d.heads, d.intermediate, d.activation, d.eps));
-    layers.back().set_name("layer." + std::to_string(i));
-  }
-  return layers;
-}
-
-std::vector<const nn::TransformerEncoderLayer*> pointers(const std::vector<nn::TransformerEncoderLayer>& layers) {
-  std::vector<const nn::TransformerEncoderLayer*> out;
-  for (auto& l : layers) out.push_back(&l);
-  return out;
 }
 
 Tensor first_token(const Tensor& x) { return x.select(1, 0).contiguous(); }
@@ -566,7 +518,7 @@ void AutoModel::set_dropout(double p) {
   impl_->set_dropout(p);
 }
 
-void AutoModel::backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) const {
+void AutoModel::backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) {
   impl_->backward(d_last, d_pooler, d_logits);
 }
 

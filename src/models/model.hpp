@@ -66,18 +66,32 @@ Tensor cat_rows(const std::vector<Tensor>& parts);
 // hidden_act of config.json -> encore activation name (gelu = erf; gelu_new and gelu_pytorch_tanh = tanh).
 std::string activation_from_hf(const std::string& hidden_act, const std::string& source);
 
-// A Post-LN encoder layer (BERT's shape) with its weights taken from explicit Hugging Face names.
-struct PostLnNames {
-  std::string q, k, v, o, attn_norm, ffn_in, ffn_out, ffn_norm;  // each a module prefix without ".weight"
+// How a checkpoint names the parts of one Post-LN encoder layer (BERT's shape), relative to the layer's prefix
+// ("encoder.layer.3."): the Hugging Face module names (without ".weight") that nn::TransformerEncoderLayer's
+// parameters are built from. Loading and export both go through hf_names(), so they agree by construction.
+struct LayerNames {
+  std::string q, k, v, o, attn_norm, ffn_in, ffn_out, ffn_norm;
+  // The checkpoint tensors (relative to the layer prefix) a layer parameter stands for, given its name as
+  // nn::TransformerEncoderLayer lists it: self_attn.in_proj_weight/bias -> q, k, v stacked by rows (three names),
+  // everything else one name. Throws for a parameter the table does not know.
+  std::vector<std::string> hf_names(const std::string& local) const;
 };
-nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const PostLnNames& names, int64_t hidden, int64_t heads,
-                                               int64_t intermediate, const std::string& activation, double eps);
+// BERT's (also RoBERTa's, XLM-R's, ELECTRA's): attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
+// intermediate.dense, output.{dense,LayerNorm}.
+LayerNames bert_layer_names();
+
+// One Post-LN layer with every parameter taken from prefix + names.hf_names(...) (shapes from the config).
+nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const std::string& prefix, const LayerNames& names,
+                                               int64_t hidden, int64_t heads, int64_t intermediate,
+                                               const std::string& activation, double eps);
 
 // (B, T) int64 1/0 attention mask -> additive float (B, T) key padding mask (0 or -inf); undefined if none.
 Tensor key_padding_from_attention_mask(const Tensor& attention_mask, int64_t B, int64_t T);
 // Checks ids (B, T) int64 and the optional masks; returns B and T.
 std::pair<int64_t, int64_t> check_inputs(const Tensor& input_ids, const Tensor& attention_mask,
                                          const Tensor& token_type_ids);
+
+class StackedEncoder;
 
 // Every family is an nn::Module: its parameters (Hugging Face names, except each layer's packed
 // self_attn.in_proj_weight/bias standing for query/key/value) and gradients are what optimisers see.
@@ -87,69 +101,35 @@ class EncoderModel : public nn::Module {
   virtual ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
                               const ForwardOptions& options) const = 0;
   // d(loss)/d(last_hidden_state), d(loss)/d(pooler_output), d(loss)/d(logits); any may be undefined.
-  virtual void backward(const Tensor& d_last_hidden, const Tensor& d_pooler, const Tensor& d_logits) const {
-    throw Error("training is not implemented for model_type '" + info.model_type + "' yet (bert is)");
-  }
+  virtual void backward(const Tensor& d_last_hidden, const Tensor& d_pooler, const Tensor& d_logits) = 0;
   // Weights mapped read-only from safetensors are copied to owned memory before training writes to them.
   void materialize();
   // Adds a freshly initialised sequence-classification head (as transformers' *ForSequenceClassification
   // initialises it: normal(0, 0.02) weights, zero bias) when the checkpoint has none.
-  virtual void add_sequence_classifier(int64_t num_labels, uint64_t seed) {
-    throw Error("adding a classification head is not implemented for model_type '" + info.model_type + "' yet");
-  }
+  virtual void add_sequence_classifier(int64_t num_labels, uint64_t seed) = 0;
   virtual int64_t max_sequence_length() const { return info.max_position_embeddings; }
   // One dropout probability for every site the training forward has (see AutoModel::set_dropout).
-  virtual void set_dropout(double p);
+  virtual void set_dropout(double p) = 0;
   // Training: keep only each layer's input and recompute its forward during backward (see
   // nn::TransformerEncoder::set_gradient_checkpointing); gradients are bitwise the same.
   void set_gradient_checkpointing(bool enabled) { gradient_checkpointing = enabled; }
   bool gradient_checkpointing = false;
   // Every encoder layer the model runs (shared ALBERT layers once each).
   virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
+  // The parameters under transformers' names for the task model: see AutoModel::export_hf.
+  virtual HfExport export_hf() = 0;
+  // The checkpoint names (with the checkpoint's prefix) of the encoder layers' Linear weights: query, key, value,
+  // attention output, FFN in and out (what an int8 checkpoint quantizes; quantize.cpp).
+  virtual std::vector<std::string> layer_linear_weight_names() = 0;
   ModelInfo info;
-  // Where each parameter came from (hf_names.cpp): encore name -> the checkpoint tensor names (three, stacked
-  // by rows, for a packed in_proj), and the family's base-model prefix ("bert.") and the one the checkpoint used.
-  std::map<std::string, std::vector<std::string>> hf_sources;
-  std::string hf_base_prefix, hf_checkpoint_prefix;
-  // The parameters under transformers' names for the task model (hf_names.cpp): see AutoModel::export_hf.
-  HfExport export_hf() const;
 };
-
-// Records, while a family loader runs, which checkpoint tensors each parameter was built from (hf_names.cpp).
-// Weights::take, load_post_ln_layer and detect_prefix report to the recorder active on this thread, if any.
-// Tensors are matched by storage while loading (the recorder keeps them alive, so no address is reused);
-// layers are deep-copied into the model afterwards, so each layer's names are kept by position: the k-th
-// recorded layer is the k-th of for_each_layer.
-class HfSourceRecorder {
- public:
-  HfSourceRecorder();
-  ~HfSourceRecorder();
-  void finish(EncoderModel& model);  // fills model.hf_sources / hf_*_prefix from the parameters' storage
-
- private:
-  friend void record_source(const Tensor&, std::vector<std::string>);
-  friend void record_prefixes(const std::string&, const std::string&);
-  friend void record_layer(nn::TransformerEncoderLayer&);
-  std::map<const void*, std::pair<Tensor, std::vector<std::string>>> by_storage_;
-  std::vector<std::map<std::string, std::vector<std::string>>> layers_;  // per layer: local name -> names
-  std::string base_prefix_, checkpoint_prefix_;
-  HfSourceRecorder* previous_;
-};
-void record_source(const Tensor& t, std::vector<std::string> names);
-void record_prefixes(const std::string& base_prefix, const std::string& checkpoint_prefix);
-void record_layer(nn::TransformerEncoderLayer& layer);  // after its parameters were recorded
 
 using Loader = std::unique_ptr<EncoderModel> (*)(const HfConfig&, const io::WeightStore&);
-// One loader per family file; the model_type -> loader table is in model.cpp.
-std::unique_ptr<EncoderModel> load_bert(const HfConfig&, const io::WeightStore&);
-std::unique_ptr<EncoderModel> load_roberta(const HfConfig&, const io::WeightStore&);
-std::unique_ptr<EncoderModel> load_electra(const HfConfig&, const io::WeightStore&);
-std::unique_ptr<EncoderModel> load_distilbert(const HfConfig&, const io::WeightStore&);
-std::unique_ptr<EncoderModel> load_albert(const HfConfig&, const io::WeightStore&);
-std::unique_ptr<EncoderModel> load_mpnet(const HfConfig&, const io::WeightStore&);
+// The model_type -> loader table (registry.cpp); a family file defines its loader.
+const std::map<std::string, Loader>& registry();
 std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dtype = DType::f32);
 // Quantized checkpoints (quantize.cpp, docs/quantization.md). The full names of the encoder layers' Linear
-// weights (query, key, value, attention output, FFN in and out) as model_dir's family loader takes them:
+// weights (query, key, value, attention output, FFN in and out) of model_dir's model, as its family loads them:
 std::vector<std::string> encoder_linear_weight_names(const std::string& model_dir);
 // For Weights::take: an int8 weight of a quantized checkpoint, dequantized to f32 (nullopt: not one).
 std::optional<Tensor> take_int8_weight(const io::WeightStore& store, const std::string& name);
@@ -157,7 +137,8 @@ std::optional<Tensor> take_int8_weight(const io::WeightStore& store, const std::
 bool read_quantization_marker(const HfConfig& cfg);
 std::vector<std::string> registered_families();
 
-// Finds which prefix the base model's weights use ("" or e.g. "bert.") by probing probe_name.
+// Which prefix the base model's weights use in a checkpoint: "" (a base-model checkpoint) or base_prefix (a
+// task model's, e.g. "bert."), found by probing probe_name.
 std::string detect_prefix(const io::WeightStore& store, const std::string& base_prefix, const std::string& probe_name);
 
 // A right-padded batch run padding-free (ForwardOptions::skip_padding): the real tokens of x (B, T, C) gathered
@@ -214,10 +195,6 @@ struct EncoderDims {
 };
 EncoderDims read_encoder_dims(const HfConfig& cfg, const std::string& default_act = "gelu");
 void fill_info(ModelInfo& info, const HfConfig& cfg, const EncoderDims& d);
-// BERT's layer naming: <prefix>N.attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
-// intermediate.dense, output.{dense,LayerNorm} (BERT, RoBERTa, XLM-R, ELECTRA).
-std::vector<nn::TransformerEncoderLayer> load_bert_layers(Weights& w, const EncoderDims& d, const std::string& prefix);
-std::vector<const nn::TransformerEncoderLayer*> pointers(const std::vector<nn::TransformerEncoderLayer>& layers);
 // x[:, 0, :] as a contiguous (B, C) tensor.
 Tensor first_token(const Tensor& x);
 bool architecture_ends_with(const HfConfig& cfg, const std::string& suffix);
@@ -260,42 +237,68 @@ struct ClassificationHead {
   void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out);
 };
 
-// The shape every family shares: token embeddings (+ LayerNorm, dropout) -> optional projection to hidden_size ->
-// encoder layers in run order (shared ones repeated) with an optional attention bias -> optional tanh pooler over
-// the first token -> optional classification head. Training forward/backward and gradient checkpointing live here;
-// a family supplies its parameters' names, its layer order and, if any, its position ids and attention bias.
+// The shape every family shares, owned here once: token embeddings (+ LayerNorm, dropout) -> optional projection
+// to hidden_size -> encoder layers in run order (shared ones repeated) with an optional attention bias ->
+// optional tanh pooler over the first token -> optional classification head. Parameters are listed, named,
+// exported and run from these members; training forward/backward and gradient checkpointing live here. A family
+// file fills them from its checkpoint (its prefixes are the Hugging Face module names) and overrides, if it
+// must, its position ids, its attention bias and extra parameters.
 class StackedEncoder : public EncoderModel {
  public:
-  TokenEmbeddings embeddings;
-  std::optional<LinearWeights> project;  // ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in
+  TokenEmbeddings embeddings;                   // "embeddings."
+  std::optional<LinearWeights> project;         // ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in
+  std::string project_name;
+  std::vector<nn::TransformerEncoderLayer> layers;  // each distinct layer once
+  std::vector<std::string> layer_prefixes;          // layer i's module prefix, e.g. "encoder.layer.3."
+  LayerNames layer_names;                           // its parts' checkpoint names under that prefix
+  std::vector<size_t> run_order;                    // indices into layers; empty = each once, in order
   std::optional<LinearWeights> pooler;
+  std::string pooler_name = "pooler.dense";
   std::optional<ClassificationHead> head;
   // What add_sequence_classifier builds (names, input, activation, dropout of the family's
   // *ForSequenceClassification head); its weights are ignored.
   ClassificationHead sequence_head_layout;
+  // transformers' class-name stem ("Bert", "XLMRoberta"), the base model's prefix in task checkpoints ("bert.")
+  // and the prefix this checkpoint used ("" or that).
+  std::string hf_class_stem, hf_base_prefix, hf_checkpoint_prefix;
 
+  // Loads layers i = 0..count-1 from prefix(i) + layer_names (see LayerNames); layer i is named like its prefix.
+  void load_layers(Weights& w, const EncoderDims& d, int64_t count, const std::function<std::string(int64_t)>& prefix);
+
+  // The head the checkpoint's architecture names, taken from root (the checkpoint's top level) with read_labels:
+  // *ForSequenceClassification -> sequence_head_layout, *ForTokenClassification -> dropout(token_dropout) +
+  // "classifier" on every token; none when the architecture has no head or its weights are absent.
+  void select_head(const HfConfig& cfg, Weights& root, double token_dropout);
   // A new head laid out as sequence_head_layout, initialised as transformers does: normal(0, 0.02) weights, zero
   // biases (the output weights drawn first from mt19937_64(seed), then the dense ones).
   void add_sequence_classifier(int64_t num_labels, uint64_t seed) override;
   ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
                       const ForwardOptions& options) const override;
-  void backward(const Tensor& d_last_hidden, const Tensor& d_pooler, const Tensor& d_logits) const override;
+  void backward(const Tensor& d_last_hidden, const Tensor& d_pooler, const Tensor& d_logits) override;
   // p at every site the family's Hugging Face model has (layer_sites, the embeddings, the head's), 0 elsewhere.
   void set_dropout(double p) override;
   // Which layer sites exist (1) in the family (BERT's placement; DistilBERT has no attention-output dropout).
   nn::EncoderLayerDropout layer_sites = nn::EncoderLayerDropout::hugging_face(1.0, 1.0);
+  // Hugging Face dropout probabilities from config.json onto the embeddings and every layer (BERT's names:
+  // hidden_dropout_prob, attention_probs_dropout_prob).
+  void set_hf_dropout(double hidden, double attention_probs);
+
+  void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override;
+  HfExport export_hf() override;
+  std::vector<std::string> layer_linear_weight_names() override;
+  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override;
+  void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override;
 
  protected:
-  virtual std::vector<const nn::TransformerEncoderLayer*> layer_order() const = 0;
+  std::vector<const nn::TransformerEncoderLayer*> layer_order() const;  // the layers in run order
+  std::vector<nn::TransformerEncoderLayer*> layer_order();
   virtual Tensor position_ids(const Tensor& input_ids) const;  // 0..T-1 (absolute)
   // A float bias added to every layer's scores, (B*H, T, T), or undefined; and its gradient's consumer
   // (Σ over layers of (B, H, T, T)).
   virtual Tensor attention_bias(int64_t B, int64_t T) const { return Tensor(); }
-  virtual void attention_bias_backward(const Tensor& d_bias) const {}
- public:
-  // Hugging Face dropout probabilities from config.json onto the embeddings and every layer (BERT's names:
-  // hidden_dropout_prob, attention_probs_dropout_prob).
-  void set_hf_dropout(double hidden, double attention_probs);
+  virtual void attention_bias_backward(const Tensor& d_bias) {}
+  // Parameters of the base model beyond the shared shape (MPNet's relative bias), listed after the layers.
+  virtual void collect_extra_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) {}
 
  private:
   struct Saved;

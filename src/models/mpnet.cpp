@@ -30,27 +30,16 @@ int64_t relative_position_bucket(int64_t rel, int64_t num_buckets, int64_t max_d
 
 class MPNet : public StackedEncoder {
  public:
-  std::vector<nn::TransformerEncoderLayer> layers;
   Tensor relative_bias, drelative_bias;  // (num_buckets, heads)
   int64_t num_buckets = 32;
 
   int64_t max_sequence_length() const override { return info.max_position_embeddings - info.pad_token_id - 1; }
-  Tensor position_ids(const Tensor& ids) const override { return padding_offset_position_ids(ids, info.pad_token_id); }
 
-  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
-    embeddings.collect_parameters(prefix + "embeddings.", out);
-    for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "encoder.layer." + std::to_string(i) + ".", out);
+ protected:
+  Tensor position_ids(const Tensor& ids) const override { return padding_offset_position_ids(ids, info.pad_token_id); }
+  void collect_extra_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
     out.push_back({prefix + "encoder.relative_attention_bias.weight", &relative_bias, &drelative_bias});
-    if (pooler) pooler->collect_parameters(prefix + "pooler.dense", out);
-    if (head) head->collect_parameters(prefix, out);
   }
-  void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override {
-    for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "encoder.layer." + std::to_string(i));
-  }
-  void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override {
-    for (auto& l : layers) fn(l);
-  }
-  std::vector<const nn::TransformerEncoderLayer*> layer_order() const override { return pointers(layers); }
 
   // bias (B*H, T, T): [b*H + h, i, j] = relative_bias[bucket(j - i), h], the same (H, T, T) block per sequence.
   Tensor attention_bias(int64_t B, int64_t T) const override {
@@ -67,10 +56,10 @@ class MPNet : public StackedEncoder {
     return bias;
   }
   // drelative_bias[bucket(j - i), h] += Σ_b d[b, h, i, j] (d already summed over layers), in a fixed order.
-  void attention_bias_backward(const Tensor& d_in) const override {
+  void attention_bias_backward(const Tensor& d_in) override {
     const Tensor d = d_in.contiguous();
     const int64_t B = d.size(0), H = d.size(1), T = d.size(2);
-    float* g = grad_buffer(const_cast<Tensor&>(drelative_bias), relative_bias)->data<float>();
+    float* g = grad_buffer(drelative_bias, relative_bias)->data<float>();
     const float* pd = d.data<float>();
     for (int64_t i = 0; i < T; ++i)
       for (int64_t j = 0; j < T; ++j) {
@@ -89,35 +78,24 @@ std::unique_ptr<EncoderModel> load_mpnet(const HfConfig& cfg, const io::WeightSt
   fill_info(m->info, cfg, d);
   m->info.pad_token_id = cfg.get_int("pad_token_id", 1, 0, 10'000'000);
   m->num_buckets = cfg.get_int("relative_attention_num_buckets", 32, 2, 4096);
+  m->hf_class_stem = "MPNet";
+  m->hf_base_prefix = "mpnet.";
+  m->hf_checkpoint_prefix = detect_prefix(store, m->hf_base_prefix, "embeddings.word_embeddings.weight");
   Weights root(store, "");
-  Weights w = root.sub(detect_prefix(store, "mpnet.", "embeddings.word_embeddings.weight"));
+  Weights w = root.sub(m->hf_checkpoint_prefix);
   m->embeddings = TokenEmbeddings::load(w, cfg, d.hidden, false);
   m->embeddings.padding_idx = m->embeddings.position_padding_idx = m->info.pad_token_id;
-  for (int64_t i = 0; i < d.layers; ++i) {
-    const std::string p = "encoder.layer." + std::to_string(i) + ".";
-    PostLnNames n{p + "attention.attn.q", p + "attention.attn.k", p + "attention.attn.v", p + "attention.attn.o",
-                  p + "attention.LayerNorm", p + "intermediate.dense", p + "output.dense", p + "output.LayerNorm"};
-    m->layers.push_back(load_post_ln_layer(w, n, d.hidden, d.heads, d.intermediate, d.activation, d.eps));
-  }
+  m->layer_names = {"attention.attn.q",    "attention.attn.k",   "attention.attn.v", "attention.attn.o",
+                    "attention.LayerNorm", "intermediate.dense", "output.dense",     "output.LayerNorm"};
+  m->load_layers(w, d, d.layers, [](int64_t i) { return "encoder.layer." + std::to_string(i) + "."; });
   m->relative_bias = w.take("encoder.relative_attention_bias.weight", {m->num_buckets, d.heads}).contiguous();
   const double hidden_p = cfg.get_double("hidden_dropout_prob", 0.1);
   m->set_hf_dropout(hidden_p, cfg.get_double("attention_probs_dropout_prob", 0.1));
   if (w.has("pooler.dense.weight")) m->pooler = take_linear(w, "pooler.dense", d.hidden, d.hidden);
-  using In = ClassificationHead::Input;
-  m->sequence_head_layout =
-      head_layout(In::first_token, "classifier.dense", "classifier.out_proj", kernels::Act::tanh, hidden_p, hidden_p);
-  if (architecture_ends_with(cfg, "ForSequenceClassification") && root.has("classifier.out_proj.weight")) {
-    read_labels(cfg, m->info);
-    m->head = take_head(root, m->sequence_head_layout, m->info.num_labels, d.hidden);
-    m->info.head = "sequence_classification";
-  } else if (architecture_ends_with(cfg, "ForTokenClassification") && root.has("classifier.weight")) {
-    read_labels(cfg, m->info);
-    m->head = take_head(root, head_layout(In::every_token, "", "classifier", kernels::Act::none, hidden_p, 0.0),
-                        m->info.num_labels, d.hidden);
-    m->info.head = "token_classification";
-  }
+  m->sequence_head_layout = head_layout(ClassificationHead::Input::first_token, "classifier.dense",
+                                        "classifier.out_proj", kernels::Act::tanh, hidden_p, hidden_p);
+  m->select_head(cfg, root, hidden_p);
   w.finish();
-  for (auto& l : m->layers) m->info.num_parameters += l.num_parameters();
   return m;
 }
 

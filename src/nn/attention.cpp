@@ -99,7 +99,7 @@ void MultiheadAttention::for_each_child(const std::function<void(Module&, const 
   fn(out_proj, "out_proj");
 }
 
-Tensor MultiheadAttention::backward(const Tensor& grad_output) const {
+Tensor MultiheadAttention::backward(const Tensor& grad_output) {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "MultiheadAttention.backward: grad_output must be 2-D or 3-D");
   if (grad_output.dim() == 2) return backward_batch_first(grad_output.unsqueeze(0)).select(0, 0).contiguous();
@@ -107,7 +107,7 @@ Tensor MultiheadAttention::backward(const Tensor& grad_output) const {
                                   batch_first);
 }
 
-Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_attn_mask, Tensor* d_key_value) const {
+Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_attn_mask, Tensor* d_key_value) {
   auto sv = pop_saved<MhaSaved>("MultiheadAttention");
   ENCORE_CHECK(sv->self_attention || (sv->packed_kv && d_key_value),
                "MultiheadAttention.backward: only self-attention (query is key is value) or cross-attention on one "
@@ -117,8 +117,8 @@ Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_at
   const int64_t E = embed_dim;
   // in the forward pass this was:  out = heads·out_projᵀ + b
   Tensor dheads;
-  Tensor& dwo = grad_of(const_cast<Tensor&>(out_proj.dweight), out_proj.weight);
-  Tensor* dbo = out_proj.bias.defined() ? &grad_of(const_cast<Tensor&>(out_proj.dbias), out_proj.bias) : nullptr;
+  Tensor& dwo = grad_of(out_proj.dweight, out_proj.weight);
+  Tensor* dbo = out_proj.bias.defined() ? &grad_of(out_proj.dbias, out_proj.bias) : nullptr;
   ops::linear_backward(&dheads, &dwo, dbo, dout.contiguous(), Tensor(), sv->heads, out_proj.weight);
   if (!sv->self_attention) {
     // in the forward pass this was:  q = x·W_qᵀ + b_q ; [k | v] = memory·W_kvᵀ + b_kv ; heads = attention(q, k, v)
@@ -127,10 +127,10 @@ Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_at
     Tensor dk = dkv.slice(2, 0, E), dv = dkv.slice(2, E, 2 * E);
     ops::attention_backward(&dq, &dk, &dv, d_attn_mask, dheads, sv->probs, sv->q, sv->k, sv->v, num_heads, dropout,
                             true, sv->seed);
-    Tensor& dw = grad_of(const_cast<Tensor&>(din_proj_weight), in_proj_weight);
+    Tensor& dw = grad_of(din_proj_weight, in_proj_weight);
     Tensor dw_q = dw.slice(0, 0, E), dw_kv = dw.slice(0, E, 3 * E), db_q, db_kv;
     if (in_proj_bias.defined()) {
-      Tensor& db = grad_of(const_cast<Tensor&>(din_proj_bias), in_proj_bias);
+      Tensor& db = grad_of(din_proj_bias, in_proj_bias);
       db_q = db.slice(0, 0, E);
       db_kv = db.slice(0, E, 3 * E);
     }
@@ -147,8 +147,8 @@ Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_at
   ops::attention_backward(&dq, &dk, &dv, d_attn_mask, dheads, sv->probs, sv->q, sv->k, sv->v, num_heads, dropout, true,
                           sv->seed);
   Tensor dx;
-  Tensor& dw = grad_of(const_cast<Tensor&>(din_proj_weight), in_proj_weight);
-  Tensor* db = in_proj_bias.defined() ? &grad_of(const_cast<Tensor&>(din_proj_bias), in_proj_bias) : nullptr;
+  Tensor& dw = grad_of(din_proj_weight, in_proj_weight);
+  Tensor* db = in_proj_bias.defined() ? &grad_of(din_proj_bias, in_proj_bias) : nullptr;
   ops::linear_backward(&dx, &dw, db, dqkv, Tensor(), sv->x, in_proj_weight);
   return dx;
 }

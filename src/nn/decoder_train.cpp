@@ -38,7 +38,7 @@ Tensor TransformerDecoderLayer::forward_train(const Tensor& x, const Tensor& mem
   return out;
 }
 
-std::pair<Tensor, Tensor> TransformerDecoderLayer::backward(const Tensor& grad_output) const {
+std::pair<Tensor, Tensor> TransformerDecoderLayer::backward(const Tensor& grad_output) {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "TransformerDecoderLayer.backward: grad_output must be 2-D or 3-D");
   if (grad_output.dim() == 2) {
@@ -49,7 +49,7 @@ std::pair<Tensor, Tensor> TransformerDecoderLayer::backward(const Tensor& grad_o
   return {detail::from_batch_first(dx, batch_first), detail::from_batch_first(dm, batch_first)};
 }
 
-std::pair<Tensor, Tensor> TransformerDecoderLayer::backward_batch_first(const Tensor& dout_in) const {
+std::pair<Tensor, Tensor> TransformerDecoderLayer::backward_batch_first(const Tensor& dout_in) {
   auto sv = pop_saved<DecoderLayerSaved>("TransformerDecoderLayer");
   check_shape(dout_in, "grad_output", {-1, -1, d_model});
   const Tensor dout = dout_in.contiguous();

@@ -26,12 +26,11 @@ Tensor ffn_forward_train(FfnSaved& sv, const Tensor& x, const Linear& linear1, c
   return ops::dropout_forward(ops::linear_forward(sv.hidden, linear2.weight, linear2.bias), p_out, true, sv.seed_out);
 }
 
-Tensor ffn_backward(const FfnSaved& sv, const Tensor& dout, const Linear& linear1, const Linear& linear2,
-                    Activation activation, double p_hidden, double p_out) {
-  auto grad = [](const Tensor& g, const Tensor& p) -> Tensor* {  // the module's gradient buffer, zeros on first use
-    Tensor& buf = const_cast<Tensor&>(g);
-    if (!buf.defined() || buf.shape() != p.shape()) buf = Tensor::zeros(p.shape());
-    return &buf;
+Tensor ffn_backward(const FfnSaved& sv, const Tensor& dout, Linear& linear1, Linear& linear2, Activation activation,
+                    double p_hidden, double p_out) {
+  auto grad = [](Tensor& g, const Tensor& p) -> Tensor* {  // the module's gradient buffer, zeros on first use
+    if (!g.defined() || g.shape() != p.shape()) g = Tensor::zeros(p.shape());
+    return &g;
   };
   const kernels::Act act = pointwise_act(activation);
   // in the forward pass this was:  out = dropout_out(hidden·W2ᵀ + b2)
@@ -92,7 +91,7 @@ Tensor TransformerEncoderLayer::forward_train(const Tensor& x, const Tensor& src
   return out;
 }
 
-Tensor TransformerEncoderLayer::backward(const Tensor& grad_output) const {
+Tensor TransformerEncoderLayer::backward(const Tensor& grad_output) {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "TransformerEncoderLayer.backward: grad_output must be 2-D or 3-D");
   if (grad_output.dim() == 2) return backward_batch_first(grad_output.unsqueeze(0)).select(0, 0).contiguous();
@@ -107,7 +106,7 @@ void TransformerEncoderLayer::set_dropout(const EncoderLayerDropout& d) {
   self_attn.dropout = d.attention_probs;
 }
 
-Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in, Tensor* d_src_mask) const {
+Tensor TransformerEncoderLayer::backward_batch_first(const Tensor& dout_in, Tensor* d_src_mask) {
   auto sv = pop_saved<EncoderLayerSaved>("TransformerEncoderLayer");
   check_shape(dout_in, "grad_output", {-1, -1, d_model});
   const Tensor dout = dout_in.contiguous();
@@ -145,7 +144,6 @@ Tensor layer_stack_forward_train(LayerStackSaved& sv, const std::vector<const Tr
                                  Tensor x, const Tensor& mask, const Tensor& kpm, bool causal, bool checkpointing,
                                  bool want_weights,
                                  const std::function<void(size_t, const Tensor&, const Tensor&)>& after_layer) {
-  sv.layers = layers;
   sv.mask = mask;
   sv.key_padding_mask = kpm;
   sv.causal = causal;
@@ -162,9 +160,12 @@ Tensor layer_stack_forward_train(LayerStackSaved& sv, const std::vector<const Tr
   return x;
 }
 
-Tensor layer_stack_backward(const LayerStackSaved& sv, Tensor d, Tensor* d_mask) {
-  for (size_t i = sv.layers.size(); i-- > 0;) {
-    const TransformerEncoderLayer& layer = *sv.layers[i];
+Tensor layer_stack_backward(const LayerStackSaved& sv, const std::vector<TransformerEncoderLayer*>& layers, Tensor d,
+                            Tensor* d_mask) {
+  ENCORE_CHECK(layers.size() == sv.seeds.size(), "encoder backward: ", layers.size(), " layers for a forward of ",
+               sv.seeds.size());
+  for (size_t i = layers.size(); i-- > 0;) {
+    TransformerEncoderLayer& layer = *layers[i];
     if (sv.checkpointing) {  // the forward again, saving this time: same input, masks and seeds
       SeedScope seeds(sv.seeds[i]);
       layer.forward_batch_first(sv.inputs[i], sv.mask, sv.key_padding_mask, sv.causal, nullptr);
@@ -199,14 +200,16 @@ Tensor TransformerEncoder::forward_train(const Tensor& x, const Tensor& mask, co
   return norm ? norm->apply(out) : out;
 }
 
-Tensor TransformerEncoder::backward(const Tensor& grad_output) const {
+Tensor TransformerEncoder::backward(const Tensor& grad_output) {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "TransformerEncoder.backward: grad_output must be 2-D or 3-D");
   const bool unbatched = grad_output.dim() == 2;
   Tensor d = unbatched ? grad_output.unsqueeze(0) : detail::to_batch_first(grad_output, batch_first, "grad_output");
   if (norm) d = norm->backward(d);
   // Layers ran 0..n-1 (layer 0 every time when shared): undo them in reverse.
-  d = detail::layer_stack_backward(*pop_saved<detail::LayerStackSaved>("TransformerEncoder"), d, nullptr);
+  std::vector<TransformerEncoderLayer*> run;
+  for (int64_t i = 0; i < num_layers; ++i) run.push_back(&layers[share_parameters ? 0 : i]);
+  d = detail::layer_stack_backward(*pop_saved<detail::LayerStackSaved>("TransformerEncoder"), run, d, nullptr);
   if (unbatched) return d.select(0, 0).contiguous();
   return detail::from_batch_first(d, batch_first);
 }

@@ -10,11 +10,15 @@
 namespace encore::nn {
 
 namespace {
-thread_local Observer t_observer;
-thread_local bool t_no_init = false;
+// Per-thread context of the torch-shaped forward signatures, which have no argument to carry it (torch keeps
+// the same context globally: forward hooks, torch.manual_seed, skip_init's meta device). Thread-local, not
+// global, because forward() may run on one module from several threads at once (nn.hpp), each with its own
+// trace and its own dropout stream.
+thread_local Observer t_observer;  // stays: ScopedObserver's trace of this thread's forward calls (encore trace)
+thread_local bool t_no_init = false;  // stays: NoInitGuard, constructors skip init for loaders that overwrite it
 std::atomic<uint64_t> g_seed_state{0x5eed};
-thread_local bool t_seed_scoped = false;
-thread_local uint64_t t_seed_state = 0;
+thread_local bool t_seed_scoped = false;  // stays: SeedScope replays a layer's dropout masks (checkpointing)
+thread_local uint64_t t_seed_state = 0;   // stays: the stream SeedScope replays
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -110,8 +114,8 @@ void Module::zero_grad(bool set_to_none) {
 
 void Module::clear_saved() const {
   saved_.clear();
-  // for_each_child is non-const only because it can hand out mutable children; clearing is logically const
-  const_cast<Module*>(this)->for_each_child([](Module& child, const std::string&) { child.clear_saved(); });
+  const_cast<Module*>(this)->for_each_child(  // stays: the child listing hands out mutable children; this only
+      [](Module& child, const std::string&) { child.clear_saved(); });  // touches their mutable saved_ stacks
 }
 
 StateDict Module::state_dict() {
@@ -314,15 +318,15 @@ Tensor LayerNorm::add_apply(Tensor& x, const Tensor& residual, bool keep_sum) co
   return ops::add_layernorm_forward_(x, residual, weight, bias, eps, keep_sum);
 }
 
-Tensor LayerNorm::backward(const Tensor& grad_output) const {
+Tensor LayerNorm::backward(const Tensor& grad_output) {
   auto sv = pop_saved<LayerNormSaved>("LayerNorm");
   ENCORE_CHECK(grad_output.shape() == sv->input_shape, "LayerNorm.backward: grad_output: expected shape ",
                shape_str(sv->input_shape), ", got ", grad_output.shape_str());
   const int64_t C = sv->x.size(-1);
   Tensor dout = grad_output.contiguous().view(sv->x.shape());
   Tensor dx;
-  Tensor dw = weight.defined() ? grad_of(const_cast<Tensor&>(dweight), weight).view({C}) : Tensor();
-  Tensor db = bias.defined() ? grad_of(const_cast<Tensor&>(dbias), bias).view({C}) : Tensor();
+  Tensor dw = weight.defined() ? grad_of(dweight, weight).view({C}) : Tensor();
+  Tensor db = bias.defined() ? grad_of(dbias, bias).view({C}) : Tensor();
   ops::layernorm_backward(&dx, weight.defined() ? &dw : nullptr, bias.defined() ? &db : nullptr, dout, sv->mean,
                           sv->rstd, sv->x, weight.defined() ? weight.view({C}) : weight);
   return dx.view(sv->input_shape);
