@@ -85,7 +85,7 @@ class SparkCluster:
         spark_class = pathlib.Path(pyspark.__file__).parent / "bin" / "spark-class"
         port = free_port()
         env = python_env(SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_DIRS=work, PYSPARK_PYTHON=sys.executable,
-                         SPARK_HOME=spark_class.parent.parent)
+                         SPARK_HOME=spark_class.parent.parent, SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
         self.daemons = Daemons()
         self.daemons.start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
                             port, "--webui-port", free_port()], work / "master.log", env)
@@ -126,9 +126,9 @@ def embedding_bench(args, work):
         spark_df = spark_cluster.session.read.parquet(str(work / "texts.parquet"))
         for r in range(args.rounds):
             out = work / f"plain{r}.npy"
-            times["encore embed"].append(timed(lambda: subprocess.run(
-                [BIN, "embed", "-i", work / "texts.txt", "-o", out, "--threads", 1, "--batch-size", 32,
-                 "--block", args.texts, "-q", "--model", model], check=True)))
+            plain = [BIN, "embed", "-i", work / "texts.txt", "-o", out, "--threads", 1, "--batch-size", 32,
+                     "--block", args.texts, "-q", "--model", model]
+            times["encore embed"].append(timed(lambda: subprocess.run([str(a) for a in plain], check=True)))
             ref = np.load(out)
             ray_out = work / f"ray{r}"
             times["ray"].append(timed(lambda: encore_ray.embed_files(

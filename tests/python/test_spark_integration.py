@@ -36,8 +36,10 @@ def spark(tmp_path_factory):
     assert shutil.which("java"), "java not found: scripts/setup.sh installs openjdk-17-jre-headless"
     d = tmp_path_factory.mktemp("spark")
     port = free_port()
+    # The master's REST submission server would listen on the fixed port 6066: off (jobs come from this driver).
     env = python_env(SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_DIRS=d, SPARK_WORKER_DIR=d / "work",
-                     PYSPARK_PYTHON=sys.executable, SPARK_HOME=SPARK_CLASS.parent.parent)
+                     PYSPARK_PYTHON=sys.executable, SPARK_HOME=SPARK_CLASS.parent.parent,
+                     SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
     daemons = Daemons()
     session = None
     try:
