@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
-              libcpp-httplib-dev libboost-dev libonig-dev g++ cmake ninja-build pkg-config ccache
+              libboost-dev libonig-dev g++ cmake ninja-build pkg-config ccache
               openmpi-bin libopenmpi-dev openjdk-17-jre-headless)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
