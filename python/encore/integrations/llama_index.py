@@ -24,7 +24,7 @@ class EncoreEmbedding(BaseEmbedding):
         dtype: 'fp32', 'bf16' or 'int8' encoder GEMMs.
         normalize_embeddings: None follows the model.
         encoder: an already loaded SentenceEncoder to share.
-        embed_batch_size: texts per call to encode (BaseEmbedding's field, default 32).
+        **kwargs: BaseEmbedding's fields, e.g. ``embed_batch_size``: texts per call to encode (default 32).
     """
 
     _encoder: SentenceEncoder = PrivateAttr()
