@@ -1,0 +1,250 @@
+"""The documentation agrees with the program it documents.
+
+* docs/cli.md has a section for every command `encore --help` lists, and the site's option reference (generated
+  from `encore CMD --help` by scripts/mkdocs_cli_reference.py) holds every option of every command;
+* every option written by hand anywhere in README.md and docs/*.md (`encore CMD --opt ...` in examples and inline
+  code, and bare `--opt` spans in a section about one command) is an option that command accepts, so a renamed
+  or removed option fails here instead of leaving a stale example;
+* docs/model_families.md lists exactly the model types the library registers;
+* every figure docs/benchmarks.md quotes from bench/RESULTS.md is in bench/RESULTS.md;
+* every page is linked from the home page, and the README links to the documentation.
+
+The binary is $ENCORE_BIN, else build/encore (as tests/python/test_cli.py)."""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shlex
+import sys
+
+import pytest
+
+from conftest import require_encore
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(ROOT / "scripts"))
+import mkdocs_bench_results  # noqa: E402
+import mkdocs_cli_reference as cli_ref  # noqa: E402
+
+BIN = pathlib.Path(os.environ.get("ENCORE_BIN", ROOT / "build" / "encore"))
+GLOBAL_OPTIONS = {"-h", "--help", "--version"}
+
+
+@pytest.fixture(scope="module")
+def commands() -> dict[str, set[str]]:
+    """command -> every spelling of its options, from the binary."""
+    names = cli_ref.subcommands(BIN)
+    assert len(names) >= 10, names  # the parser of `encore --help` found the commands
+    return {c: cli_ref.option_names(cli_ref.run_help(c, bin_path=BIN)) for c in names}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding the options the docs use
+# ---------------------------------------------------------------------------------------------------------------
+FENCE = re.compile(r"^\s*(```|~~~)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+INLINE_CODE = re.compile(r"`([^`]+)`")
+COMMAND = re.compile(r"(?:^|[\s/])encore\s+([a-z][a-z0-9_-]*)(.*)$")
+OPTION = re.compile(r"^\[?(--?[A-Za-z][A-Za-z0-9_-]*)")
+
+
+def without_substitutions(text: str) -> str:
+    """Drops `$(...)` (balanced), whose words belong to another program."""
+    out, depth, i = [], 0, 0
+    while i < len(text):
+        if text.startswith("$(", i):
+            depth += 1
+            i += 2
+            continue
+        if depth and text[i] == "(":
+            depth += 1
+        elif depth and text[i] == ")":
+            depth -= 1
+        elif not depth:
+            out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def option_tokens(args: str) -> list[str]:
+    try:
+        tokens = shlex.split(args, comments=True)
+    except ValueError:
+        tokens = args.split()
+    found = []
+    for tok in tokens:
+        m = OPTION.match(tok)
+        if m and not m.group(1).endswith("-"):
+            found.append(m.group(1))
+    return found
+
+
+def invocations(segment: str, known: set[str]) -> list[tuple[str, list[str]]]:
+    """(command, options) for each `encore CMD ...` in a shell line or inline code span."""
+    found = []
+    for piece in re.split(r"\s(?:\|\||\||&&)\s|;", without_substitutions(segment)):
+        m = COMMAND.search(piece)
+        if m and m.group(1) in known:
+            found.append((m.group(1), option_tokens(m.group(2))))
+    return found
+
+
+MARKER = re.compile(r"<!-- options of: ([a-z0-9_-]+) -->")
+COMMAND_HEADING = re.compile(r"^`?encore ([a-z0-9_-]+)`?$")
+
+
+def used_options(text: str, known: set[str]) -> list[tuple[int, str, str]]:
+    """(line number, command, option) for every option the markdown text uses: in `encore CMD ...` invocations
+    (code blocks, indented code, inline code), and in bare inline `--option` spans in a section that is about one
+    command: a heading that is just `encore CMD` (docs/cli.md), or a section holding `<!-- options of: CMD -->`
+    (down to its next heading of the same or a higher level). The generated `<!-- encore help: CMD -->` is not
+    text and is skipped."""
+    found: list[tuple[int, str, str]] = []
+    context: list[tuple[int, str | None]] = [(0, None)]  # (heading level, command its section is about)
+    in_fence = False
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        lineno, line = i + 1, lines[i]
+        i += 1
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        is_code = in_fence or line.startswith("    ") or line.startswith("\t")
+        if is_code:
+            while line.rstrip().endswith("\\") and i < len(lines):  # shell continuation lines
+                line = line.rstrip()[:-1] + " " + lines[i]
+                i += 1
+            if line.lstrip().startswith("$ "):
+                line = line.lstrip()[2:]
+            found += [(lineno, c, o) for c, opts in invocations(line, known) for o in opts]
+            continue
+        h = HEADING.match(line)
+        if h:
+            level = len(h.group(1))
+            context = [(lv, c) for lv, c in context if lv < level]
+            named = COMMAND_HEADING.match(h.group(2).strip())
+            context.append((level, named.group(1) if named and named.group(1) in known else None))
+            found += [(lineno, c, o) for span in INLINE_CODE.findall(line)
+                      for c, opts in invocations(span, known) for o in opts]
+            continue
+        marker = MARKER.search(line)
+        if marker:
+            context[-1] = (context[-1][0], marker.group(1))
+        here = next((c for _, c in reversed(context) if c), None)
+        for span in INLINE_CODE.findall(line):
+            calls = invocations(span, known)
+            if calls:
+                found += [(lineno, c, o) for c, opts in calls for o in opts]
+            elif here and span.startswith("-"):
+                found += [(lineno, here, o) for o in option_tokens(span)]
+    return found
+
+
+def doc_files() -> list[pathlib.Path]:
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("    ./build/encore embed -i x.txt --no-such-option", [(1, "embed", "-i"), (1, "embed", "--no-such-option")]),
+        ("```\n$ cat t | encore embed -i - -q\n```", [(2, "embed", "-i"), (2, "embed", "-q")]),
+        ("```\nencore quantize $(python3 -c \"print(f())\") out --dtype int8\n```", [(2, "quantize", "--dtype")]),
+        ("```\nmpirun -np 2 encore train --distributed \\\n   --data d.jsonl\n```",
+         [(2, "train", "--distributed"), (2, "train", "--data")]),
+        ("Use `encore trace [--norm-first]`, not `pip install encore`.", [(1, "trace", "--norm-first")]),
+        ("## encore serve\n\nThe `--port` flag; `--max-batch-tokens N`.\n\n## Other\n\n`--port`",
+         [(3, "serve", "--port"), (3, "serve", "--max-batch-tokens")]),
+        ("# Serving\n\n`--a`\n\n## Flags\n<!-- options of: serve -->\n| `--port` |\n### Sub\n`--b`\n## Next\n`--c`",
+         [(7, "serve", "--port"), (9, "serve", "--b")]),
+        ("## 4. `encore train --distributed` (MPI)\n\n`--bind-to socket` is mpirun's", [(1, "train", "--distributed")]),
+    ],
+)
+def test_option_finder(text, expected):
+    """The finder used below sees options where the docs write them (so the check below can fail)."""
+    assert used_options(text, {"embed", "quantize", "train", "trace", "serve"}) == expected
+
+
+def test_docs_use_only_existing_options(commands):
+    known = set(commands)
+    stale = []
+    for path in doc_files():
+        for lineno, command, option in used_options(path.read_text(encoding="utf-8"), known):
+            if option not in commands[command] | GLOBAL_OPTIONS:
+                stale.append(f"{path.relative_to(ROOT)}:{lineno}: encore {command} has no option {option}")
+    assert not stale, "\n".join(stale)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The generated reference
+# ---------------------------------------------------------------------------------------------------------------
+def test_cli_page_documents_every_command(commands):
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert cli_ref.COMMANDS_MARKER in page
+    documented = cli_ref.HELP_MARKER.findall(page)
+    assert sorted(documented) == sorted(commands), "one '<!-- encore help: CMD -->' per command of `encore --help`"
+    for c in commands:
+        assert re.search(rf"^## encore {c}$", page, re.M), f"docs/cli.md has no section '## encore {c}'"
+
+
+def test_cli_reference_renders_every_option(commands):
+    rendered = cli_ref.render((DOCS / "cli.md").read_text(encoding="utf-8"), bin_path=BIN)
+    assert "<!-- encore" not in rendered
+    sections = dict(re.findall(r"^## encore (\S+)\n(.*?)(?=^## |\Z)", rendered, re.M | re.S))
+    for c, options in commands.items():
+        assert f"[`{c}`](#encore-{c})" in rendered  # the summary table links each section
+        missing = [o for o in options if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", sections[c])]
+        assert not missing, f"the reference of encore {c} lacks {missing}"
+
+
+def test_reference_build_fails_for_an_undocumented_command(commands):
+    first = next(iter(commands))
+    page = (DOCS / "cli.md").read_text(encoding="utf-8").replace(f"<!-- encore help: {first} -->", "")
+    with pytest.raises(cli_ref.CliReferenceError, match=first):
+        cli_ref.render(page, bin_path=BIN)
+    with pytest.raises(cli_ref.CliReferenceError, match="no-such-command"):
+        cli_ref.render("<!-- encore help: no-such-command -->", bin_path=BIN)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model families, benchmarks, links
+# ---------------------------------------------------------------------------------------------------------------
+def test_model_families_page_lists_the_registered_types():
+    encore = require_encore()
+    registered = set(encore.AutoModel.supported_model_types())
+    page = (DOCS / "model_families.md").read_text(encoding="utf-8")
+    loads = page.split("\n## What loads\n", 1)[1].split("\n## ", 1)[0]
+    table = set(re.findall(r"^\| `([a-z0-9-]+)` \|", loads, re.M))
+    assert table == registered, f"docs/model_families.md lists {sorted(table)}, the library registers {sorted(registered)}"
+
+
+FIGURE = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:x|%| ms| MB| MiB)?(?!\w|\.\d)")
+
+
+def test_benchmark_figures_are_in_results():
+    """Between the markers every number (with its unit: x, %, ms, MB, MiB) is quoted from bench/RESULTS.md
+    verbatim: a figure typed by hand or left from an older run fails."""
+    page = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    results = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"<!-- figures from bench/RESULTS.md -->(.*?)<!-- end of figures -->", page, re.S)
+    assert blocks, "docs/benchmarks.md marks the figures it quotes"
+    figures = [f for block in blocks for f in FIGURE.findall(block)]
+    assert len(figures) >= 20, figures
+    absent = sorted({f for f in figures if f not in results})
+    assert not absent, f"quoted in docs/benchmarks.md but not in bench/RESULTS.md: {absent}"
+
+
+def test_every_page_is_linked_from_the_home_page():
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([a-z0-9_]+\.md)(?:#[^)]*)?\)", index))
+    pages = ({p.name for p in DOCS.glob("*.md")} | {mkdocs_bench_results.PAGE}) - {"index.md"}
+    assert pages - linked == set(), f"docs/index.md does not link {sorted(pages - linked)}"
+    assert linked - pages == set()
+
+
+def test_readme_links_the_documentation():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "](docs/index.md)" in readme and "mkdocs serve" in readme
