@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "apps/common.hpp"
+#include "encore/files.hpp"
 #include "encore/runtime.hpp"
 #include "encore/sentence_encoder.hpp"
 
@@ -62,8 +63,9 @@ const std::vector<std::string> kDefaultCorpus = {
 };
 
 std::vector<std::string> read_corpus(const std::string& file, const std::string& field) {
+  check_readable_file(file, "corpus file");
   std::ifstream in(file, std::ios::binary);
-  ENCORE_CHECK(in.good(), "cannot read corpus file '", file, "'");
+  ENCORE_CHECK_AS(InputError, in.good(), "cannot read corpus file '", file, "'");
   const bool jsonl = fs::path(file).extension() == ".jsonl";
   std::vector<std::string> texts;
   std::string line;
@@ -102,12 +104,12 @@ void register_accuracy(CLI::App& app) {
   auto* cmd = app.add_subcommand("accuracy", "cosine of a dtype's embeddings to fp32's on a corpus (min, mean, p1)");
   cmd->add_option("--model", a.model, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--reference", a.reference, "fp32 reference model directory (default: --model)");
-  cmd->add_option("--dtype", a.dtype, "dtype to compare with fp32: bf16 or int8")->required();
+  cmd->add_option("--dtype", a.dtype, "dtype to compare with fp32: bf16 or int8")->check(DTypeName())->required();
   cmd->add_option("-i,--input", a.input, "corpus: .jsonl (text in --field) or a text file, one text per line "
                                          "(default: 32 built-in varied texts)");
   cmd->add_option("--field", a.field, "JSONL field holding the text")->capture_default_str();
   cmd->add_option("--batch-size", a.batch_size, "texts per forward pass")->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))->capture_default_str();
-  cmd->add_option("--threads", a.threads, "threads (default: all cores)");
+  add_threads_option(*cmd, a.threads);
   cmd->add_flag("--json", a.json, "print one JSON object instead of text");
   cmd->callback([] {
     if (a.threads > 0) set_num_threads(a.threads);

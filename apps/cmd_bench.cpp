@@ -15,7 +15,7 @@ void register_bench(CLI::App& app) {
   static StackOptions o;
   static int warmup = 2, iters = 10;
   add_stack_options(*cmd, o);
-  cmd->add_option("--warmup", warmup, "untimed iterations")->capture_default_str();
+  cmd->add_option("--warmup", warmup, "untimed iterations")->check(CLI::Range(0, 100000))->capture_default_str();
   cmd->add_option("--iters", iters, "timed iterations")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->callback([] {
     auto enc = build_encoder(o);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "apps/common.hpp"
+#include "encore/files.hpp"
 #include "encore/runtime.hpp"
 #include "encore/sentence_encoder.hpp"
 #include "encore/shard.hpp"
@@ -27,9 +28,10 @@ std::vector<std::string> read_inputs(const std::vector<std::string>& args, const
                                      const std::string& field) {
   std::vector<std::string> texts = args;
   if (file.empty()) return texts;
-  ENCORE_CHECK(args.empty(), "give texts as arguments or with -i FILE, not both");
+  ENCORE_CHECK_AS(UsageError, args.empty(), "give texts as arguments or with -i FILE, not both");
+  if (file != "-") check_readable_file(file, "input file", /*allow_pipe=*/true);  // a directory, a FIFO, a symlink loop: named
   std::ifstream in(file == "-" ? "/dev/stdin" : file, std::ios::binary);
-  ENCORE_CHECK(in.good(), "cannot read input file '", file, "'");
+  ENCORE_CHECK_AS(InputError, in.good(), "cannot read input file '", file, "'");
   const bool as_json = jsonl || fs::path(file).extension() == ".jsonl";
   std::string line;
   int64_t line_no = 0;
@@ -45,9 +47,9 @@ std::vector<std::string> read_inputs(const std::vector<std::string>& args, const
     try {
       j = Json::parse(line);
     } catch (const Json::exception& e) {
-      throw Error(detail::concat(file, ":", line_no, ": not valid JSON: ", e.what()));
+      throw InputError(detail::concat(file, ":", line_no, ": not valid JSON: ", e.what()));
     }
-    ENCORE_CHECK(j.is_object() && j.contains(field) && j[field].is_string(), file, ":", line_no,
+    ENCORE_CHECK_AS(InputError, j.is_object() && j.contains(field) && j[field].is_string(), file, ":", line_no,
                  ": expected an object with a string field '", field, "'");
     texts.push_back(j[field].get<std::string>());
   }
@@ -82,7 +84,11 @@ void append_json_records(std::string& out, const std::vector<std::string>& texts
     out += "{\"index\": " + std::to_string(first_index + i) + ", \"text\": " + json_text(texts[first_index + i]) +
            ", \"embedding\": [";
     for (int64_t c = 0; c < C; ++c) {
-      std::snprintf(buf, sizeof buf, "%.9g", emb.data<float>()[i * C + c]);
+      const float v = emb.data<float>()[i * C + c];
+      if (std::isfinite(v))
+        std::snprintf(buf, sizeof buf, "%.9g", v);
+      else
+        std::snprintf(buf, sizeof buf, "null");  // --allow-nonfinite: JSON has no NaN/Inf
       if (c) out += ", ";
       out += buf;
     }
@@ -101,34 +107,25 @@ void write_embeddings(const std::string& path, const std::vector<std::string>& t
     out << "[" << (body.empty() ? "" : "\n ") << body << "\n]\n";
   };
   if (path.empty() || path == "-") {
-    write_json(std::cout);
+    write_json(std::cout);  // checked by main (check_stdout_written)
     return;
   }
-  // Written to a temporary file and renamed, so an existing output is never left half-written.
-  const fs::path target(path), tmp = fs::path(path + ".tmp-encore");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    ENCORE_CHECK(out.good(), "cannot write '", tmp.string(), "'");
-    const std::string ext = target.extension().string();
+  const std::string ext = fs::path(path).extension().string();
+  // A temporary file renamed over the target: an existing output is never left half-written, a failed write
+  // (full disk, -o naming a directory) leaves nothing behind.
+  write_file_atomically(path, [&](std::ostream& out) {
     if (ext == ".npy")
       write_npy(out, emb);
-    else if (ext == ".json")
+    else
       write_json(out);
-    else {
-      out.close();
-      fs::remove(tmp);
-      throw Error("output '" + path + "': use a .npy, .jsonl or .json file name");
-    }
-    out.flush();
-    ENCORE_CHECK(out.good(), "writing '", tmp.string(), "' failed");
-  }
-  fs::rename(tmp, target);
+  });
 }
 
 struct EmbedArgs {
   std::vector<std::string> texts;
   std::string input, output, model, field = "text", dtype = "fp32";
   bool jsonl = false, normalize = false, no_normalize = false, no_truncation = false, quiet = false;
+  bool allow_nonfinite = false;
   int64_t batch_size = 32, max_length = 0;
   int threads = 0;
   std::string shard;          // "I/N" (embed only)
@@ -145,8 +142,12 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
   auto* nn = cmd->add_flag("--no-normalize", a.no_normalize, "do not normalise (default: what the model's pipeline says)");
   n->excludes(nn);
   cmd->add_flag("--no-truncation", a.no_truncation, "fail on texts longer than max length instead of truncating");
-  cmd->add_option("--threads", a.threads, "threads (default: all cores)");
-  cmd->add_option("--dtype", a.dtype, "encoder GEMMs: fp32, bf16 or int8 (docs/quantization.md)")->capture_default_str();
+  add_threads_option(*cmd, a.threads);
+  cmd->add_flag("--allow-nonfinite", a.allow_nonfinite, "write NaN/Inf embeddings instead of failing (JSON gets "
+                "null for them); by default a forward producing NaN/Inf is an error naming the module");
+  cmd->add_option("--dtype", a.dtype, "encoder GEMMs: fp32, bf16 or int8 (docs/quantization.md)")
+      ->check(DTypeName())
+      ->capture_default_str();
   if (with_io) {
     cmd->add_option("-i,--input", a.input, "text file, one text per line ('-' for stdin), or JSONL with --jsonl/.jsonl");
     cmd->add_flag("--jsonl", a.jsonl, "read -i as JSONL objects");
@@ -154,7 +155,17 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
     cmd->add_option("-o,--output", a.output, "output .npy, .jsonl or .json (default: JSON on stdout)");
     cmd->add_flag("-q,--quiet", a.quiet, "no progress bar");
     cmd->add_option("--shard", a.shard, "I/N: embed only shard I of N (0 <= I < N): a contiguous run of whole "
-                    "blocks; the N outputs concatenated in shard order equal one unsharded run (docs/scale.md)");
+                    "blocks; the N outputs concatenated in shard order equal one unsharded run (docs/scale.md)")
+        ->check(CLI::Validator(
+            [](std::string& spec) -> std::string {
+              try {
+                Shard::parse(spec);
+              } catch (const Error& e) {
+                return e.what();
+              }
+              return std::string();
+            },
+            "I/N"));
     cmd->add_option("--block", a.block, "records encoded together (sorted by length and batched within a block, "
                     "so a record's vector does not depend on the shard; a .jsonl output is fsynced per block)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
@@ -177,6 +188,7 @@ EncodeOptions encode_options(const EmbedArgs& a) {
   if (a.normalize) opt.normalize = true;
   if (a.no_normalize) opt.normalize = false;
   opt.truncate = !a.no_truncation;
+  opt.allow_nonfinite = a.allow_nonfinite;
   return opt;
 }
 
@@ -201,7 +213,7 @@ void embed_records(const std::vector<std::string>& texts, const EmbedArgs& a) {
   const Shard shard = a.shard.empty() ? Shard{} : Shard::parse(a.shard);
   const RecordRange range = shard_records(n, a.block, shard);
   const bool stream = fs::path(a.output).extension() == ".jsonl";
-  ENCORE_CHECK(!a.resume || stream, "--resume needs a .jsonl output (-o FILE.jsonl), which is written block by block");
+  ENCORE_CHECK_AS(UsageError, !a.resume || stream, "--resume needs a .jsonl output (-o FILE.jsonl), which is written block by block");
   const int64_t start = a.resume ? resume_jsonl(a.output, range, a.block) : range.begin;
   std::unique_ptr<BlockAppender> out;
   if (stream) out = std::make_unique<BlockAppender>(a.output, /*truncate=*/!a.resume);
@@ -244,10 +256,19 @@ void register_embed(CLI::App& app) {
   embed->add_option("texts", e.texts, "texts to embed");
   add_embed_options(embed, e, true);
   embed->callback([] {
+    ENCORE_CHECK_AS(UsageError, e.output.empty() || e.input.empty() || fs::weakly_canonical(e.output) != fs::weakly_canonical(e.input),
+                    "output '", e.output, "' would overwrite the input");
+    if (!e.output.empty() && e.output != "-") {  // checked before any work
+      const std::string ext = fs::path(e.output).extension().string();
+      ENCORE_CHECK_AS(UsageError, ext == ".npy" || ext == ".jsonl" || ext == ".json", "output '", e.output,
+                      "': use a .npy, .jsonl or .json file name");
+      std::error_code ec;
+      ENCORE_CHECK_AS(UsageError, !fs::is_directory(e.output, ec), "output '", e.output,
+                      "' is a directory; give a file name");
+    }
     const std::vector<std::string> texts = read_inputs(e.texts, e.input, e.jsonl, e.field);
-    ENCORE_CHECK(!texts.empty(), "nothing to embed: give texts as arguments or with -i FILE");
-    ENCORE_CHECK(e.output.empty() || e.input.empty() || fs::weakly_canonical(e.output) != fs::weakly_canonical(e.input),
-                 "output '", e.output, "' would overwrite the input");
+    ENCORE_CHECK_AS(UsageError, !texts.empty() || !e.input.empty(), "nothing to embed: give texts as arguments or with -i FILE");
+    ENCORE_CHECK_AS(InputError, !texts.empty(), "input file '", e.input, "' holds no texts");
     embed_records(texts, e);
   });
 

@@ -14,7 +14,7 @@ void register_quantize(CLI::App& app) {
   auto* cmd = app.add_subcommand("quantize", "write a quantized copy of a model directory (int8 weights)");
   cmd->add_option("MODEL_DIR", a.model_dir, "model directory to quantize")->required();
   cmd->add_option("OUT_DIR", a.out_dir, "new directory for the quantized copy (must not exist, or be empty)")->required();
-  cmd->add_option("--dtype", a.dtype, "quantized weight type (int8)")->capture_default_str();
+  cmd->add_option("--dtype", a.dtype, "quantized weight type (int8)")->check(DTypeName())->capture_default_str();
   cmd->callback([] {
     const QuantizeSummary s = quantize_checkpoint(a.model_dir, a.out_dir, parse_dtype(a.dtype));
     std::printf("%s: %lld encoder Linear weights stored int8", a.out_dir.c_str(), static_cast<long long>(s.quantized));

@@ -154,7 +154,7 @@ void register_serve(CLI::App& app) {
   static ServeArgs a;
   auto* cmd = app.add_subcommand("serve", "HTTP embedding server with TEI's and OpenAI's API (docs/serving.md)");
   cmd->add_option("--model", a.model, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
-  cmd->add_option("--dtype", a.dtype, "encoder GEMMs: fp32, bf16 or int8")->capture_default_str();
+  cmd->add_option("--dtype", a.dtype, "encoder GEMMs: fp32, bf16 or int8")->check(DTypeName())->capture_default_str();
   cmd->add_option("--hostname", a.hostname, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a.port, "port to listen on (0: any free port, logged at start)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
@@ -176,15 +176,15 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--served-model-name", a.served_model_name, "model name in /info and OpenAI responses");
   cmd->add_option("--request-timeout", a.request_timeout,
                   "seconds a client has to send a whole request (or read a reply); slower clients are disconnected")
-      ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
+      ->check(FiniteRange(0.05, 3600.0))->capture_default_str();
   cmd->add_option("--idle-timeout", a.idle_timeout, "seconds an idle keep-alive connection stays open")
-      ->check(CLI::Range(0.05, 86400.0))->capture_default_str();
+      ->check(FiniteRange(0.05, 86400.0))->capture_default_str();
   cmd->add_option("--drain-timeout", a.drain_timeout, "seconds SIGTERM waits for requests in flight")
-      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+      ->check(FiniteRange(0.0, 3600.0))->capture_default_str();
   cmd->add_option("--max-skips", a.max_skips,
                   "starvation bound: batches an input can be passed over for shorter ones before it goes first")
       ->check(CLI::Range(int64_t{0}, int64_t{1000}))->capture_default_str();
-  cmd->add_option("--threads", a.threads, "engine threads (default: all cores)")->check(CLI::Range(0, 1024));
+  add_threads_option(*cmd, a.threads);
   cmd->add_option("--io-threads", a.io_threads, "connection threads (HTTP, JSON, tokenization)")
       ->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_flag("--no-warmup", a.no_warmup, "skip the warm-up forward passes at start");

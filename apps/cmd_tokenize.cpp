@@ -19,6 +19,7 @@
 #include "apps/common.hpp"
 #include "encore/sentence_encoder.hpp"
 #include "encore/error.hpp"
+#include "encore/files.hpp"
 #include "encore/tokenizer.hpp"
 
 namespace encore::cli {
@@ -50,13 +51,7 @@ struct Input {
   std::optional<std::string> second;
 };
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("tokenize: cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_all(const std::string& path) { return read_text_file(path, "tokenize: input file"); }
 
 std::vector<Input> read_inputs(const TokenizeOptions& o) {
   std::vector<Input> in;
@@ -77,7 +72,7 @@ std::vector<Input> read_inputs(const TokenizeOptions& o) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {  // syntax, and numbers out of range (1e999)
         throw Error(detail::concat(o.jsonl_in, ":", n, ": not valid JSON: ", e.what()));
       }
       if (j.is_string()) {
@@ -128,11 +123,11 @@ void configure(Tokenizer& tok, const TokenizeOptions& o) {
       p.to_longest = true;
     } else if (!o.padding.empty()) {
       p.to_longest = false;
-      try {
-        p.length = std::stoll(o.padding);
-      } catch (const std::exception&) {
-        throw Error("tokenize --padding: expected \"longest\" or a length, got \"" + o.padding + "\"");
-      }
+      const bool digits = o.padding.size() <= 18 && o.padding.find_first_not_of("0123456789") == std::string::npos;
+      ENCORE_CHECK_AS(UsageError, digits && std::stoll(o.padding) <= kMaxTokens,
+                      "tokenize --padding: expected \"longest\" or a length 0..", kMaxTokens, ", got \"", o.padding,
+                      "\"");
+      p.length = std::stoll(o.padding);
     }
     if (o.pad_to_multiple_of >= 0) p.pad_to_multiple_of = o.pad_to_multiple_of;
     if (!o.padding_side.empty()) p.direction = o.padding_side == "left" ? Side::left : Side::right;
@@ -178,12 +173,14 @@ void register_tokenize(CLI::App& app) {
   cmd->add_flag("--batch", o.batch, "pad all texts as one batch (padding to the longest applies across texts)");
   cmd->add_flag("--no-truncation", o.no_truncation, "ignore the tokenizer's truncation settings");
   cmd->add_flag("--no-padding", o.no_padding, "ignore the tokenizer's padding settings");
-  cmd->add_option("--max-length", o.max_length, "truncate to this many tokens (special tokens included)");
+  cmd->add_option("--max-length", o.max_length, "truncate to this many tokens (special tokens included)")
+      ->check(CLI::Range(int64_t{0}, kMaxTokens));
   cmd->add_option("--truncation-strategy", o.strategy, "longest_first, only_first or only_second")
       ->check(CLI::IsMember({"longest_first", "only_first", "only_second"}));
   cmd->add_option("--truncation-side", o.truncation_side, "right or left")->check(CLI::IsMember({"right", "left"}));
   cmd->add_option("--padding", o.padding, "\"longest\" or a fixed length");
-  cmd->add_option("--pad-to-multiple-of", o.pad_to_multiple_of, "round padded lengths up to a multiple of this");
+  cmd->add_option("--pad-to-multiple-of", o.pad_to_multiple_of, "round padded lengths up to a multiple of this")
+      ->check(CLI::Range(int64_t{0}, kMaxTokens));
   cmd->add_option("--padding-side", o.padding_side, "right or left")->check(CLI::IsMember({"right", "left"}));
   cmd->add_flag("--decode", o.decode, "also print \"decoded\": the text decoded back from the ids");
   cmd->callback([] {

@@ -10,6 +10,7 @@
 #include "encore/collective.hpp"
 #include "encore/runtime.hpp"
 #include "encore/sentence_encoder.hpp"
+#include "encore/tokenizer.hpp"
 #include "encore/trainer.hpp"
 
 namespace encore::cli {
@@ -36,44 +37,45 @@ void register_train(CLI::App& app) {
   cmd->add_option("--model", c.model_dir, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--data", c.data, "training data: .jsonl or .csv with text[, text_pair], label")->required();
   cmd->add_option("--eval-data", c.eval_data, "held-out data (default: the last --eval-fraction of --data)");
-  cmd->add_option("--eval-fraction", c.eval_fraction, "held-out share of --data")->capture_default_str();
+  cmd->add_option("--eval-fraction", c.eval_fraction, "held-out share of --data")->check(FiniteRange(0.0, 0.9))->capture_default_str();
   cmd->add_option("--task", task, "classification (text[, text_pair], label) or embedding (pairs: anchor, positive "
                   "or text, text_pair; MultipleNegativesRankingLoss)")
       ->check(CLI::IsMember({"classification", "embedding"}))
       ->capture_default_str();
-  cmd->add_option("--steps", c.steps, "optimizer steps (overrides --epochs)");
-  cmd->add_option("--epochs", c.epochs, "passes over the data")->capture_default_str();
-  cmd->add_option("--batch-size", c.batch_size, "examples per forward/backward (per optimizer step without --grad-accum)")->capture_default_str();
-  cmd->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
-  cmd->add_option("--warmup-steps", c.warmup_steps, "linear warm-up steps")->capture_default_str();
+  cmd->add_option("--steps", c.steps, "optimizer steps (overrides --epochs)")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--epochs", c.epochs, "passes over the data")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "examples per forward/backward (per optimizer step without --grad-accum)")->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
+  cmd->add_option("--lr", c.lr, "peak learning rate")->check(FiniteRange(0.0, 10.0))->capture_default_str();
+  cmd->add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay")->check(FiniteRange(0.0, 10.0))->capture_default_str();
+  cmd->add_option("--warmup-steps", c.warmup_steps, "linear warm-up steps")->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--schedule", c.schedule, "constant, linear or cosine decay")
       ->check(CLI::IsMember({"constant", "linear", "cosine"}))
       ->capture_default_str();
-  cmd->add_option("--max-grad-norm", c.max_grad_norm, "clip gradients to this global norm (<= 0: off)")->capture_default_str();
-  cmd->add_option("--max-length", c.max_length, "truncate to this many tokens")->capture_default_str();
+  cmd->add_option("--max-grad-norm", c.max_grad_norm, "clip gradients to this global norm (<= 0: off)")->check(FiniteRange(-1e300, 1e300))->capture_default_str();
+  cmd->add_option("--max-length", c.max_length, "truncate to this many tokens")->check(CLI::Range(int64_t{2}, kMaxTokens))->capture_default_str();
   cmd->add_option("--seed", c.seed, "shuffling, head initialisation and dropout masks")->capture_default_str();
   cmd->add_flag("--no-shuffle", no_shuffle, "keep the data order");
   cmd->add_option("--grad-accum", c.grad_accum, "micro-batches of --batch-size per optimizer step (the step's loss "
                   "and gradient are the mean over all their examples; embedding: over the micro-batches, each with "
-                  "its own in-batch negatives)")->capture_default_str();
+                  "its own in-batch negatives)")->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
   cmd->add_flag("--gradient-checkpointing", c.gradient_checkpointing,
                 "recompute each layer's forward during backward instead of keeping its activations (less memory)");
   cmd->add_option("--dropout", c.dropout, "dropout probability at every dropout site of the training forward "
                   "(default: the model's own, from its config.json where the family reads it)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(FiniteRange(0.0, 0.999));
   cmd->add_option("--log", c.log_csv, "CSV log: step,loss,lr,grad_norm,eval_accuracy per optimizer step (step from "
                   "1; loss = that step's batch loss before the update)");
   cmd->add_option("--output", c.output_dir, "checkpoint directory, written at the end (and with --save-every): "
                   "classification: transformers loads it (model.safetensors, config.json with labels, tokenizer); "
                   "embedding: sentence-transformers loads it; both plus optimizer and trainer state for --resume; "
                   "replaced atomically, refused if it holds something else");
-  cmd->add_option("--save-every", c.save_every, "also save the checkpoint every N optimizer steps");
+  cmd->add_option("--save-every", c.save_every, "also save the checkpoint every N optimizer steps")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--resume", c.resume_dir, "continue from a checkpoint written by --output (model, optimizer, "
                   "step, data order); same data, --batch-size, --grad-accum, --seed as the run that wrote it");
   cmd->add_option("--plot", c.plot_png, "PNG of the loss per step and held-out accuracy (default with --output: "
                   "<output>/training.png, redrawn at every save)");
-  cmd->add_option("--threads", threads, "threads (default: all cores)");
+  add_threads_option(*cmd, threads);
   cmd->add_flag("-q,--quiet", quiet, "no progress bar");
   cmd->add_flag("--distributed", distributed, "data-parallel over MPI: launch with `mpirun -np N encore train "
                 "--distributed ...`; each step is --batch-size x --grad-accum examples per rank, gradients summed over "

@@ -8,6 +8,7 @@
 
 #include "encore/memory_plan.hpp"
 #include "encore/nn.hpp"
+#include "encore/runtime.hpp"
 
 namespace encore::cli {
 
@@ -19,6 +20,14 @@ struct StackOptions {
   int threads = 0;  // 0 = default
   std::string dtype = "fp32";
 };
+
+// Every numeric option has a range (docs/errors.md): CLI11's Range lets NaN through, this does not.
+// FiniteRange(lo, hi): a finite number in [lo, hi]; "nan", "inf" and "1e999" are refused with the option's name.
+CLI::Validator FiniteRange(double lo, double hi);
+// --threads N: 1..kMaxThreads (0, the default, means all cores).
+CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
+// A dtype name parse_dtype accepts (fp32, bf16, fp16, int8 and their aliases), checked while parsing (exit 2).
+CLI::Validator DTypeName();
 
 // Adds --layers --d-model --heads --d-ff --batch --seq --activation --norm-first --seed --threads.
 void add_stack_options(CLI::App& cmd, StackOptions& o);

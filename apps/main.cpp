@@ -1,14 +1,59 @@
 // encore: command-line front end. Thin: parses arguments and calls the library.
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 #include "apps/common.hpp"
 #include "encore/runtime.hpp"
 #include "encore/version.hpp"
 
 namespace encore::cli {
+
+CLI::Validator FiniteRange(double lo, double hi) {
+  std::ostringstream desc;
+  desc << "FLOAT in [" << lo << " - " << hi << "]";
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        double v = 0;
+        char* end = nullptr;
+        errno = 0;
+        v = std::strtod(s.c_str(), &end);
+        if (s.empty() || end == nullptr || *end != '\0')
+          return "expected a number, got '" + s + "'";
+        std::ostringstream os;
+        if (!std::isfinite(v) || errno == ERANGE || v < lo || v > hi) {
+          os << "expected a finite number in [" << lo << ", " << hi << "], got '" << s << "'";
+          return os.str();
+        }
+        return std::string();
+      },
+      desc.str());
+}
+
+CLI::Option* add_threads_option(CLI::App& cmd, int& threads) {
+  return cmd.add_option("--threads", threads, "threads (default 0: all cores; at most " +
+                                                  std::to_string(kMaxThreads) + ")")
+      ->check(CLI::Range(0, kMaxThreads));
+}
+
+CLI::Validator DTypeName() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          parse_dtype(s);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return std::string();
+      },
+      "DTYPE");
+}
 
 void add_stack_options(CLI::App& cmd, StackOptions& o) {
   cmd.add_option("--layers", o.layers, "number of encoder layers")->check(CLI::Range(int64_t{1}, int64_t{1000}))->capture_default_str();
@@ -20,8 +65,9 @@ void add_stack_options(CLI::App& cmd, StackOptions& o) {
   cmd.add_option("--activation", o.activation, "relu, gelu, gelu_tanh, silu, swiglu, geglu")->capture_default_str();
   cmd.add_flag("--norm-first", o.norm_first, "Pre-LN instead of Post-LN");
   cmd.add_option("--seed", o.seed, "initialisation seed")->capture_default_str();
-  cmd.add_option("--threads", o.threads, "threads (default: all cores)");
+  add_threads_option(cmd, o.threads);
   cmd.add_option("--dtype", o.dtype, "weights for inference: fp32, bf16 or int8 (prepared once, like a loaded model)")
+      ->check(DTypeName())
       ->capture_default_str();
 }
 
@@ -75,10 +121,36 @@ std::string human_bytes(int64_t bytes) {
 
 }  // namespace encore::cli
 
+namespace {
+
+// Standard output is checked like any output file: a full disk or a closed pipe must not exit 0 with the
+// output lost ("embed hi > /dev/full").
+void check_stdout_written() {
+  std::cout.flush();
+  const bool stream_ok = static_cast<bool>(std::cout);
+  const bool flushed = std::fflush(stdout) == 0 && !std::ferror(stdout);
+  const int err = errno;
+  ENCORE_CHECK_AS(ResourceError, stream_ok && flushed, "writing standard output failed",
+                  flushed ? "" : ": ", flushed ? "" : std::strerror(err));
+}
+
+// The CLI's one error boundary: whatever escapes a subcommand becomes one "encore: error: ..." line and a
+// documented exit code (docs/errors.md): usage 2, bad input 3, resource 4, internal 70.
+int report(const char* kind, const std::string& what, int code) {
+  std::cerr << "encore: " << kind << what << "\n";
+  return code;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  using namespace encore;
   CLI::App app{"encore: a C++ engine for Transformer encoders"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "encore " ENCORE_VERSION_STRING);
+  app.footer("Exit codes: 0 success, 2 usage (an option or argument is wrong), 3 bad input (a model file, config, "
+             "text or data file), 4 resource (memory, disk, a size limit, a failed write), 70 internal error. "
+             "See docs/errors.md.");
   encore::cli::register_trace(app);
   encore::cli::register_memory(app);
   encore::cli::register_bench(app);
@@ -89,12 +161,30 @@ int main(int argc, char** argv) {
   encore::cli::register_train(app);
   encore::cli::register_serve(app);
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const encore::Error& e) {
-    std::cerr << "encore: error: " << e.what() << "\n";
-    return 1;
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      const int rc = app.exit(e);  // prints help/version (0) or the parse error
+      return rc == 0 ? 0 : 2;
+    }
+    check_stdout_written();
+    return 0;
+  } catch (const Error& e) {
+    return report("error: ", e.what(), exit_code_of(e));
+  } catch (const nlohmann::json::exception& e) {
+    return report("error: invalid JSON value: ", e.what(), 3);
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::string what = e.code().message();
+    if (!e.path1().empty()) what = "'" + e.path1().string() + "': " + what;
+    if (!e.path2().empty()) what += " (and '" + e.path2().string() + "')";
+    return report("error: ", what, 3);
+  } catch (const std::bad_alloc&) {
+    return report("error: ", "out of memory", 4);
+  } catch (const std::length_error& e) {
+    return report("error: ", std::string("a size limit was exceeded: ") + e.what(), 4);
+  } catch (const std::exception& e) {
+    return report("internal error (please report it): ", e.what(), 70);
+  } catch (...) {
+    return report("internal error (please report it): ", "unknown exception", 70);
   }
-  return 0;
 }

@@ -19,20 +19,22 @@ void to_char_offsets(encore::Encoding& e, std::string_view first, std::string_vi
 }
 
 py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::object& sentences, int64_t batch_size,
-                         const py::object& normalize_embeddings, bool truncate) {
+                                 const py::object& normalize_embeddings, bool truncate, bool allow_nonfinite) {
   const bool single = py::isinstance<py::str>(sentences);
   std::vector<std::string> texts;
   if (single) {
-    texts.push_back(sentences.cast<std::string>());
+    texts.push_back(utf8_text(sentences, "encode: sentences"));
   } else {
-    for (auto item : sentences) {
-      if (!py::isinstance<py::str>(item))
-        throw encore::Error("encode: every sentence must be a str, got " +
-                            py::str(py::type::of(item).attr("__name__")).cast<std::string>());
-      texts.push_back(item.cast<std::string>());
-    }
+    if (!py::isinstance<py::iterable>(sentences))
+      throw encore::UsageError("encode: sentences must be a str or a list of str, got " +
+                               py::str(py::type::of(sentences).attr("__name__")).cast<std::string>());
+    for (auto item : sentences)
+      texts.push_back(utf8_text(item, "encode: sentences[" + std::to_string(texts.size()) + "]"));
   }
+  if (batch_size < 1 || batch_size > (1 << 16))
+    throw encore::UsageError("encode: batch_size must be in 1..65536, got " + std::to_string(batch_size));
   encore::EncodeOptions opt;
+  opt.allow_nonfinite = allow_nonfinite;
   opt.batch_size = batch_size;
   if (!normalize_embeddings.is_none()) opt.normalize = normalize_embeddings.cast<bool>();
   opt.truncate = truncate;
@@ -67,9 +69,10 @@ void bind_text(py::module_& m) {
       .def_static("from_file", &encore::Tokenizer::from_file, py::arg("path"), "Reads a tokenizer.json file.")
       .def(
           "encode",
-          [](const encore::Tokenizer& self, const std::string& text, const py::object& pair, bool add_special_tokens) {
+          [](const encore::Tokenizer& self, const py::object& sequence, const py::object& pair, bool add_special_tokens) {
             encore::Encoding e;
-            std::string second = pair.is_none() ? std::string() : pair.cast<std::string>();
+            const std::string text = utf8_text(sequence, "encode: sequence");
+            std::string second = pair.is_none() ? std::string() : utf8_text(pair, "encode: pair");
             {
               py::gil_scoped_release nogil;
               e = pair.is_none() ? self.encode(text, add_special_tokens)
@@ -83,7 +86,10 @@ void bind_text(py::module_& m) {
           "padding as configured; offsets are character offsets into each text.")
       .def(
           "encode_batch",
-          [](const encore::Tokenizer& self, const std::vector<std::string>& texts, bool add_special_tokens) {
+          [](const encore::Tokenizer& self, const py::list& inputs, bool add_special_tokens) {
+            std::vector<std::string> texts;
+            for (auto item : inputs)
+              texts.push_back(utf8_text(item, "encode_batch: inputs[" + std::to_string(texts.size()) + "]"));
             std::vector<encore::Encoding> out;
             {
               py::gil_scoped_release nogil;
@@ -110,8 +116,9 @@ void bind_text(py::module_& m) {
                          : strategy == "only_second" ? encore::TruncationStrategy::only_second
                                                      : encore::TruncationStrategy::longest_first;
             if (strategy != "longest_first" && strategy != "only_first" && strategy != "only_second")
-              throw encore::Error("truncation strategy must be longest_first, only_first or only_second");
-            t.direction = direction == "left" ? encore::Side::left : encore::Side::right;
+              throw encore::UsageError("enable_truncation: strategy must be longest_first, only_first or only_second, got '" +
+                                       strategy + "'");
+            t.direction = is_left_side(direction, "enable_truncation") ? encore::Side::left : encore::Side::right;
             self.set_truncation(t);
           },
           py::arg("max_length"), py::arg("stride") = 0, py::arg("strategy") = "longest_first",
@@ -124,7 +131,7 @@ void bind_text(py::module_& m) {
           [](encore::Tokenizer& self, const std::string& direction, int64_t pad_id, int64_t pad_type_id,
              const std::string& pad_token, const py::object& length, const py::object& pad_to_multiple_of) {
             encore::PaddingOptions p;
-            p.direction = direction == "left" ? encore::Side::left : encore::Side::right;
+            p.direction = is_left_side(direction, "enable_padding") ? encore::Side::left : encore::Side::right;
             p.pad_id = pad_id;
             p.pad_type_id = pad_type_id;
             p.pad_token = pad_token;
@@ -164,11 +171,12 @@ void bind_text(py::module_& m) {
            py::arg("path") = py::none(), py::arg("dtype") = "fp32",
            "Loads a sentence-transformers or Hugging Face directory; path=None: the default model.")
       .def("encode", &encode_python, py::arg("sentences"), py::arg("batch_size") = 32,
-           py::arg("normalize_embeddings") = py::none(), py::arg("truncate") = true,
+           py::arg("normalize_embeddings") = py::none(), py::arg("truncate") = true, py::arg("allow_nonfinite") = false,
            "Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass "
            "(texts are sorted by length into batches; results in input order). normalize_embeddings: None follows "
            "the model (a Normalize module: unit L2 norm), True/False forces it. truncate: texts longer than "
-           "max_seq_length tokens are cut (False: an error).")
+           "max_seq_length tokens are cut (False: an error). allow_nonfinite: a NaN/Inf output raises "
+           "encore.NonFiniteError naming the module unless True.")
       .def("get_sentence_embedding_dimension", &encore::SentenceEncoder::dimension,
            "the embedding size (number of floats per text)")
       .def_property("max_seq_length", &encore::SentenceEncoder::max_seq_length, &encore::SentenceEncoder::set_max_seq_length,

@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "encore/nn.hpp"
@@ -14,10 +16,84 @@
 
 using namespace encore_py;
 
+namespace {
+
+// The Python error boundary (docs/errors.md): every C++ exception becomes an encore.Error subclass. encore.Error
+// is a ValueError (as it always was); InternalError is also a RuntimeError and ResourceError a MemoryError, so
+// code catching the builtin classes keeps working.
+// The classes live for the whole process (references never dropped: nothing runs at exit after Python is gone).
+PyObject* new_error_class(py::module_& m, const char* name, PyObject* bases, const char* doc) {
+  PyObject* cls = PyErr_NewExceptionWithDoc((std::string("encore._encore.") + name).c_str(), doc, bases, nullptr);
+  if (!cls) throw py::error_already_set();
+  m.attr(name) = py::handle(cls);
+  return cls;
+}
+
+void register_errors(py::module_& m) {
+  static PyObject* error = new_error_class(
+      m, "Error", PyExc_ValueError,
+      "What encore raises (a ValueError): the message names the file, field or argument and what is allowed; "
+      "the subclasses say whose fault it is (docs/errors.md).");
+  static PyObject* usage = new_error_class(
+      m, "UsageError", error, "An argument is out of its range or not one of the allowed values (CLI exit code 2).");
+  static PyObject* input = new_error_class(
+      m, "InputError", error, "User data is wrong: a text, a JSONL/CSV line, a data file (CLI exit code 3).");
+  static PyObject* model_format = new_error_class(
+      m, "ModelFormatError", input,
+      "A model, tokenizer or config file is malformed or missing; the message names the file and the JSON pointer "
+      "(CLI exit code 3).");
+  static PyObject* nonfinite = new_error_class(
+      m, "NonFiniteError", error,
+      "A forward pass produced NaN/Inf (the message names the module) or a training loss became non-finite (CLI "
+      "exit code 3).");
+  static PyObject* resource = new_error_class(
+      m, "ResourceError", py::make_tuple(py::handle(error), py::handle(PyExc_MemoryError)).release().ptr(),
+      "Memory, disk, a size limit or a failed write (also a MemoryError; CLI exit code 4).");
+  static PyObject* internal = new_error_class(
+      m, "InternalError", py::make_tuple(py::handle(error), py::handle(PyExc_RuntimeError)).release().ptr(),
+      "A bug in encore: an invariant broke (also a RuntimeError; CLI exit code 70). Please report it.");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (const py::builtin_exception&) {
+      throw;
+    } catch (const encore::UsageError& e) {
+      PyErr_SetString(usage, e.what());
+    } catch (const encore::ModelFormatError& e) {
+      PyErr_SetString(model_format, e.what());
+    } catch (const encore::InputError& e) {
+      PyErr_SetString(input, e.what());
+    } catch (const encore::NonFiniteError& e) {
+      PyErr_SetString(nonfinite, e.what());
+    } catch (const encore::ResourceError& e) {
+      PyErr_SetString(resource, e.what());
+    } catch (const encore::InternalError& e) {
+      PyErr_SetString(internal, e.what());
+    } catch (const encore::Error& e) {
+      PyErr_SetString(error, e.what());
+    } catch (const nlohmann::json::exception& e) {
+      PyErr_SetString(model_format, (std::string("invalid JSON value: ") + e.what()).c_str());
+    } catch (const std::filesystem::filesystem_error& e) {
+      std::string what = e.code().message();
+      if (!e.path1().empty()) what = "'" + e.path1().string() + "': " + what;
+      PyErr_SetString(input, what.c_str());
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(resource, "out of memory");
+    } catch (const std::length_error& e) {
+      PyErr_SetString(resource, (std::string("a size limit was exceeded: ") + e.what()).c_str());
+    } catch (const std::exception& e) {
+      PyErr_SetString(internal, (std::string("internal error (please report it): ") + e.what()).c_str());
+    }
+  });
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_encore, m) {
   m.doc() = "encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer modules)";
-  py::register_exception<encore::Error>(m, "Error", PyExc_ValueError).attr("__doc__") =
-      "What encore raises for bad input (a ValueError): the message names the file, field or argument and what is allowed";
+  register_errors(m);
   m.attr("__version__") = ENCORE_VERSION_STRING;
 
   m.def("set_num_threads", &encore::set_num_threads, py::arg("n"),

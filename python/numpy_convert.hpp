@@ -21,6 +21,34 @@ using encore::Tensor;
 namespace nn = encore::nn;
 
 
+// A Python str as UTF-8; a str that cannot be UTF-8 (a lone surrogate such as '\ud800') is an
+// encore.InputError naming `what` and the character, not pybind11's "Unable to cast Python instance".
+inline std::string utf8_text(const py::handle& obj, const std::string& what) {
+  if (!py::isinstance<py::str>(obj))
+    throw encore::UsageError(what + ": expected a str, got " + py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    const Py_ssize_t n = PyUnicode_GetLength(obj.ptr());
+    Py_ssize_t at = 0;
+    for (; at < n; ++at) {
+      const Py_UCS4 c = PyUnicode_ReadChar(obj.ptr(), at);
+      if (c >= 0xD800 && c <= 0xDFFF) break;
+    }
+    throw encore::InputError(what + ": not valid Unicode text: a lone surrogate at character " + std::to_string(at) +
+                             " cannot be encoded as UTF-8 (decode bytes with errors='replace' first)");
+  }
+  return std::string(data, static_cast<size_t>(size));
+}
+
+// "left"/"right" for padding and truncation sides; anything else is an error, never silently "right".
+inline bool is_left_side(const std::string& direction, const char* what) {
+  if (direction != "left" && direction != "right")
+    throw encore::UsageError(std::string(what) + ": direction must be 'left' or 'right', got '" + direction + "'");
+  return direction == "left";
+}
+
 inline std::string numpy_dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
 // A numpy float32 array as a Tensor (copied, so the C++ side never touches Python memory without the GIL).

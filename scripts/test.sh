@@ -7,8 +7,14 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "== ctest"
 (cd build && ctest --output-on-failure -j 2)
-echo "== ctest with ENCORE_KERNELS=ref (the scalar reference path end to end)"
-(cd build && ENCORE_KERNELS=ref ctest --output-on-failure -j 2 -R Layers)
+echo "== the numeric parity tier with ENCORE_KERNELS=ref (the scalar reference path end to end vs torch)"
+# Every kernel, GEMMs included, on its scalar *_ref twin, compared with torch by the same tolerances; the first
+# line proves the mode took effect (a misspelt variable would silently rerun the fast kernels).
+ENCORE_KERNELS=ref PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} -c \
+  "import encore, sys; i = encore.runtime_info(); print(i); sys.exit(0 if 'kernels=ref' in i else 1)"
+ENCORE_KERNELS=ref PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} -m pytest -q \
+  tests/python/test_parity_encoder.py tests/python/test_parity_attention.py tests/python/test_norms.py \
+  tests/python/test_activations.py tests/python/test_parity_decoder.py
 echo "== pytest"
 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} -m pytest -q tests/python
 echo "== package (cmake --install + find_package, add_subdirectory, pkg-config: examples/cpp; pip install . in a venv)"

@@ -7,7 +7,8 @@
 
 namespace encore {
 
-void set_num_threads(int n);  // threads for encore's parallel loops and oneDNN
+inline constexpr int kMaxThreads = 256;
+void set_num_threads(int n);  // threads for encore's parallel loops and oneDNN; 1..kMaxThreads (else UsageError)
 int get_num_threads();
 // What was chosen at run time: CPU ISA, kernel table, GEMM engine, threads (ENCORE_VERBOSE=1 prints it too).
 std::string runtime_info();

@@ -27,6 +27,10 @@ struct EncodeOptions {
   std::optional<bool> normalize;  // unset: what the pipeline says (a Normalize module)
   bool truncate = true;           // false: a text longer than max_seq_length is an error
   std::function<void(int64_t done, int64_t total)> progress;  // called after each batch
+  // false (default): an embedding with NaN/Inf throws encore::NonFiniteError naming the first module that
+  // produced one (embeddings, encoder layer i, pooling, dense i, normalize). The check reads each batch's
+  // (B, dim) output once (under 0.1% of a forward); only a failing batch is re-run to find the module.
+  bool allow_nonfinite = false;
 };
 
 // How texts are cut to max_seq_length (tokenize with options; the default is what encode() does).
@@ -41,6 +45,7 @@ struct TokenizedEncodeOptions {
   bool normalize = false;         // L2-normalise the pooled embeddings
   bool token_embeddings = false;  // also return the last hidden state (per-token vectors)
   bool logits = false;            // also return the sequence-classification head's logits (checkpoint must have one)
+  bool allow_nonfinite = false;   // as EncodeOptions::allow_nonfinite: NaN/Inf embeddings throw NonFiniteError
 };
 
 struct TokenizedEncodeOutput {
@@ -91,6 +96,8 @@ class SentenceEncoder {
 
  private:
   explicit SentenceEncoder(std::shared_ptr<Impl> impl);
+  [[noreturn]] static void report_nonfinite(const Impl& m, const Tensor& ids, const Tensor& mask, const Tensor& types,
+                                            bool normalize, int64_t batch);
   std::shared_ptr<Impl> impl_;
 };
 

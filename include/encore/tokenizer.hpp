@@ -35,6 +35,10 @@ struct Encoding {
 enum class TruncationStrategy { longest_first, only_first, only_second };
 enum class Side { right, left };
 
+// The longest encoding padding or truncation settings may ask for (padding allocates that many ids per text):
+// set_padding/set_truncation and tokenizer.json refuse larger lengths (encore::UsageError / ModelFormatError).
+inline constexpr int64_t kMaxTokens = int64_t{1} << 20;
+
 struct TruncationOptions {
   int64_t max_length = 512;
   TruncationStrategy strategy = TruncationStrategy::longest_first;

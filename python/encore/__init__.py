@@ -9,6 +9,8 @@ import functools
 from ._encore import (AutoModel, Encoding, Error, SentenceEncoder, Tokenizer, __version__, default_model_dir,
                       get_num_threads, manual_seed, memory_stats, runtime_info, set_default_model_dir,
                       set_num_threads)
+# The error classes (docs/errors.md): every exception encore raises is an encore.Error (a ValueError).
+from ._encore import InputError, InternalError, ModelFormatError, NonFiniteError, ResourceError, UsageError
 from . import nn
 from ._encore import embedding_loss_backward, losses, optim, train  # noqa: F401
 from ._model_path import packaged_model_dir as _packaged_model_dir
@@ -22,7 +24,8 @@ if _packaged is not None:
 train_classifier = functools.partial(train, task="classification")  # encore train --task classification
 train_embedding = functools.partial(train, task="embedding")  # encore train --task embedding
 
-__all__ = ["AutoModel", "Encoding", "Error", "SentenceEncoder", "Tokenizer", "__version__", "default_model_dir",
+__all__ = ["AutoModel", "Encoding", "Error", "InputError", "InternalError", "ModelFormatError", "NonFiniteError",
+           "ResourceError", "UsageError", "SentenceEncoder", "Tokenizer", "__version__", "default_model_dir",
            "get_num_threads", "manual_seed", "memory_stats", "runtime_info", "set_default_model_dir",
            "set_num_threads", "nn", "losses", "optim", "train", "train_classifier", "train_embedding",
            "embedding_loss_backward"]

@@ -90,7 +90,7 @@ DType parse_dtype(const std::string& name) {
   if (name == "bf16" || name == "bfloat16") return DType::bf16;
   if (name == "fp16" || name == "float16" || name == "f16") return DType::f16;
   if (name == "int8" || name == "i8") return DType::i8;
-  throw Error("unknown dtype '" + name + "' (fp32, bf16, fp16, int8)");
+  throw UsageError("unknown dtype '" + name + "' (fp32, bf16, fp16, int8)");
 }
 
 std::string shape_str(const Shape& shape) {

@@ -1,5 +1,8 @@
 #include "io/safetensors.hpp"
 
+#include "encore/files.hpp"
+#include "io/json_file.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -91,8 +94,9 @@ float half_to_float(uint16_t h) {
 uint64_t st_dtype_bytes(StDType d) { return dtype_bytes(d); }
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  auto fail = [&](const std::string& why) -> void { throw Error("safetensors file '" + path + "': " + why); };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  auto fail = [&](const std::string& why) -> void { throw ModelFormatError("safetensors file '" + path + "': " + why); };
+  check_readable_file(path, "safetensors file");  // a FIFO would block open() below
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
   struct stat st{};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -279,7 +283,7 @@ WeightStore WeightStore::open_file(const std::string& path) {
 WeightStore WeightStore::open_dir(const std::string& dir) {
   const fs::path d(dir);
   ENCORE_CHECK(fs::is_directory(d), "model directory '", dir, "' does not exist or is not a directory");
-  if (fs::exists(d / "model.safetensors")) {
+  if (fs::exists(fs::symlink_status(d / "model.safetensors"))) {  // a symlink loop is refused by open()
     WeightStore w = open_file((d / "model.safetensors").string());
     w.source_ = dir;
     return w;
@@ -289,12 +293,7 @@ WeightStore WeightStore::open_dir(const std::string& dir) {
     WeightStore w;
     w.source_ = dir;
     json index;
-    try {
-      std::ifstream in(index_path);
-      index = json::parse(in);
-    } catch (const json::exception& e) {
-      throw Error("'" + index_path.string() + "' is not valid JSON: " + e.what());
-    }
+    index = read_json_file(index_path);
     ENCORE_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), "'",
                  index_path.string(), "' has no weight_map object");
     std::map<std::string, size_t> shard_ids;

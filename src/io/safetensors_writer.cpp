@@ -25,7 +25,7 @@ void write_all(int fd, const void* p, uint64_t n, const std::string& path) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
     const ssize_t w = ::write(fd, c, chunk);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+    if (w <= 0) throw ResourceError("cannot write '" + path + "': " + std::strerror(errno));
     c += w;
     n -= static_cast<uint64_t>(w);
   }
@@ -35,7 +35,7 @@ void write_all(int fd, const void* p, uint64_t n, const std::string& path) {
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  auto fail = [&](const std::string& why) { throw Error("writing safetensors file '" + path + "': " + why); };
+  auto fail = [&](const std::string& why) { throw ResourceError("writing safetensors file '" + path + "': " + why); };
   std::vector<const TensorToWrite*> order;
   std::set<std::string> names;
   for (const TensorToWrite& t : tensors) {

@@ -24,7 +24,7 @@ Shard Shard::parse(const std::string& spec) {
     return b != e && r.ec == std::errc() && r.ptr == e;
   };
   const bool ok = slash != std::string::npos && number(0, slash, &s.index) && number(slash + 1, spec.size(), &s.count);
-  ENCORE_CHECK(ok && s.count >= 1 && s.index >= 0 && s.index < s.count, "shard '", spec,
+  ENCORE_CHECK_AS(UsageError, ok && s.count >= 1 && s.index >= 0 && s.index < s.count, "shard '", spec,
                "': expected I/N with 0 <= I < N, e.g. 0/4 for the first of four shards");
   return s;
 }
@@ -58,9 +58,9 @@ int64_t resume_jsonl(const std::string& path, const RecordRange& range, int64_t 
     int64_t index = -1;
     const bool parsed = line.compare(0, prefix_len, kPrefix) == 0 &&
                         std::from_chars(line.data() + prefix_len, line.data() + line.size(), index).ec == std::errc();
-    ENCORE_CHECK(parsed && !line.empty() && line.back() == '}', path, ":", line_no,
+    ENCORE_CHECK_AS(InputError, parsed && !line.empty() && line.back() == '}', path, ":", line_no,
                  ": not a line encore embed writes ({\"index\": i, ...}); refusing to resume into it");
-    ENCORE_CHECK(index == expected && index < range.end, path, ":", line_no, ": record index ", index, " where ", expected,
+    ENCORE_CHECK_AS(InputError, index == expected && index < range.end, path, ":", line_no, ": record index ", index, " where ", expected,
                  " was expected: the file belongs to another shard or run (same --shard, --block and input needed)");
     offset += static_cast<int64_t>(line.size()) + 1;
     ++expected;
@@ -71,13 +71,18 @@ int64_t resume_jsonl(const std::string& path, const RecordRange& range, int64_t 
   }
   in.close();
   if (::truncate(path.c_str(), static_cast<off_t>(keep)) != 0)
-    throw Error(detail::concat("cannot truncate '", path, "' for resume: ", std::strerror(errno)));
+    throw ResourceError(detail::concat("cannot truncate '", path, "' for resume: ", std::strerror(errno)));
   return next;
 }
 
 BlockAppender::BlockAppender(const std::string& path, bool truncate) : path_(path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : O_APPEND), 0644);
-  if (fd_ < 0) throw Error(detail::concat("cannot write '", path, "': ", std::strerror(errno)));
+  if (fd_ < 0) {
+    const int e = errno;
+    if (e == EISDIR) throw UsageError(detail::concat("output '", path, "' is a directory; give a file name"));
+    if (e == ENOENT) throw InputError(detail::concat("output '", path, "': its directory does not exist"));
+    throw ResourceError(detail::concat("cannot write '", path, "': ", std::strerror(e)));
+  }
 }
 
 BlockAppender::~BlockAppender() {
@@ -90,14 +95,14 @@ void BlockAppender::append(const std::string& bytes) {
   while (left > 0) {
     const ssize_t w = ::write(fd_, p, left);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) throw Error(detail::concat("writing '", path_, "' failed: ", std::strerror(errno)));
+    if (w < 0) throw ResourceError(detail::concat("writing '", path_, "' failed: ", std::strerror(errno)));
     p += w;
     left -= static_cast<size_t>(w);
   }
 }
 
 void BlockAppender::sync() {
-  if (::fsync(fd_) != 0) throw Error(detail::concat("fsync of '", path_, "' failed: ", std::strerror(errno)));
+  if (::fsync(fd_) != 0 && errno != EINVAL) throw ResourceError(detail::concat("fsync of '", path_, "' failed: ", std::strerror(errno)));
 }
 
 }  // namespace encore

@@ -26,7 +26,7 @@ void fsync_path(const fs::path& p, bool directory) {
   const int rc = ::fsync(fd);
   const std::string err = rc != 0 ? why() : "";
   ::close(fd);
-  if (rc != 0) throw Error("cannot sync '" + p.string() + "': " + err);
+  if (rc != 0) throw ResourceError("cannot sync '" + p.string() + "': " + err);
 }
 
 // Writes all bytes to a new file (mode 0644) and fsyncs it.
@@ -40,13 +40,13 @@ void write_synced(const fs::path& p, const std::string& bytes) {
     if (w <= 0) {
       const std::string err = why();
       ::close(fd);
-      throw Error("cannot write '" + p.string() + "': " + err);
+      throw ResourceError("cannot write '" + p.string() + "': " + err);
     }
     done += static_cast<size_t>(w);
   }
   const bool ok = ::fsync(fd) == 0;
   const std::string err = ok ? "" : why();
-  if (::close(fd) != 0 || !ok) throw Error("cannot sync '" + p.string() + "': " + (ok ? why() : err));
+  if (::close(fd) != 0 || !ok) throw ResourceError("cannot sync '" + p.string() + "': " + (ok ? why() : err));
 }
 
 fs::path parent_of(const fs::path& target) {

@@ -22,50 +22,59 @@ using Json = nlohmann::json;
 
 HfConfig HfConfig::load(const std::string& model_dir) {
   const fs::path p = fs::path(model_dir) / "config.json";
-  ENCORE_CHECK(fs::is_directory(model_dir), "model directory '", model_dir, "' does not exist");
-  ENCORE_CHECK(fs::exists(p), "'", model_dir, "' has no config.json");
-  Json j = io::read_json_file(p);
-  ENCORE_CHECK(j.is_object(), "'", p.string(), "' is not a JSON object");
+  ENCORE_CHECK_AS(InputError, fs::is_directory(model_dir), "model directory '", model_dir,
+                  "' does not exist or is not a directory");
+  ENCORE_CHECK_AS(ModelFormatError, fs::exists(fs::symlink_status(p)), "'", model_dir, "' has no config.json");
+  Json j = io::read_json_file(p);  // special files (a directory named config.json, a FIFO) refused first
+  ENCORE_CHECK_AS(ModelFormatError, j.is_object(), "'", p.string(), "' is not a JSON object");
   return HfConfig(std::move(j), p.string());
 }
 
 int64_t HfConfig::get_int(const std::string& key, std::optional<int64_t> fallback, int64_t lo, int64_t hi) const {
   if (!has(key)) {
-    ENCORE_CHECK(fallback.has_value(), source_, ": missing required field '", key, "'");
+    ENCORE_CHECK_AS(ModelFormatError, fallback.has_value(), "'", source_, "' /", key, ": missing required field");
     return *fallback;
   }
-  const Json& v = json_[key];
-  ENCORE_CHECK(v.is_number_integer(), source_, ": field '", key, "' must be an integer, got ", v.dump());
-  const int64_t x = v.get<int64_t>();
-  ENCORE_CHECK(x >= lo && x <= hi, source_, ": field '", key, "' = ", x, " is outside [", lo, ", ", hi, "]");
-  return x;
+  return io::JsonAt(json_[key], source_, "/" + key).integer(lo, hi);
+}
+
+// The ranges every config.json number must respect, by name: a negative layer_norm_eps gives NaN everywhere.
+static std::pair<double, double> double_range(const std::string& key) {
+  constexpr double kMax = std::numeric_limits<double>::max();
+  if (key.ends_with("eps") || key.ends_with("epsilon")) return {std::numeric_limits<double>::min(), 1.0};
+  if (key.find("dropout") != std::string::npos) return {0.0, 1.0};
+  if (key == "initializer_range") return {0.0, kMax};
+  return {-kMax, kMax};
 }
 
 double HfConfig::get_double(const std::string& key, std::optional<double> fallback) const {
   if (!has(key)) {
-    ENCORE_CHECK(fallback.has_value(), source_, ": missing required field '", key, "'");
+    ENCORE_CHECK_AS(ModelFormatError, fallback.has_value(), "'", source_, "' /", key, ": missing required field");
     return *fallback;
   }
-  const Json& v = json_[key];
-  ENCORE_CHECK(v.is_number(), source_, ": field '", key, "' must be a number, got ", v.dump());
-  const double x = v.get<double>();
-  ENCORE_CHECK(std::isfinite(x), source_, ": field '", key, "' is not finite");
-  return x;
+  const auto [lo, hi] = double_range(key);
+  return io::JsonAt(json_[key], source_, "/" + key).number(lo, hi);
 }
 
 std::string HfConfig::get_string(const std::string& key, std::optional<std::string> fallback) const {
   if (!has(key)) {
-    ENCORE_CHECK(fallback.has_value(), source_, ": missing required field '", key, "'");
+    ENCORE_CHECK_AS(ModelFormatError, fallback.has_value(), "'", source_, "' /", key, ": missing required field");
     return *fallback;
   }
-  ENCORE_CHECK(json_[key].is_string(), source_, ": field '", key, "' must be a string, got ", json_[key].dump());
-  return json_[key].get<std::string>();
+  return io::JsonAt(json_[key], source_, "/" + key).str();
 }
 
 Tensor Weights::take(const std::string& name, const Shape& expected) {
   const std::string full = prefix_ + name;
   if (!store_.contains(full)) {
     shared_->missing.push_back(full);
+    // Placeholders let the loader list every missing tensor at once; their cost is checked before they are
+    // allocated (a header-less file with a large config would otherwise allocate the whole model in zeros).
+    constexpr int64_t kPlaceholderLimit = int64_t{64} << 20;
+    int64_t elems = 1;
+    for (int64_t d : expected) elems = d > 0 && elems > (int64_t{1} << 40) / d ? (int64_t{1} << 40) : elems * d;
+    shared_->placeholder_bytes += elems * 4;
+    if (store_.names().empty() || shared_->placeholder_bytes > kPlaceholderLimit) finish();
     return Tensor::zeros(expected);  // placeholder; finish() refuses the model
   }
   std::optional<Tensor> int8 = take_int8_weight(store_, full);  // quantized checkpoints (quantize.cpp)
@@ -86,7 +95,9 @@ void Weights::finish() const {
                     " tensor(s) the model needs (never randomly initialised):";
   for (size_t i = 0; i < shared_->missing.size() && i < 50; ++i) msg += " '" + shared_->missing[i] + "'";
   if (shared_->missing.size() > 50) msg += " ...";
-  throw Error(msg);
+  if (store_.names().empty()) msg += " (the file holds no tensors at all)";
+  else if (shared_->placeholder_bytes > (int64_t{64} << 20)) msg += " (stopped listing: more are missing)";
+  throw ModelFormatError(msg);
 }
 
 Tensor cat_rows(const std::vector<Tensor>& parts) {

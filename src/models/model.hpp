@@ -51,6 +51,7 @@ class Weights {
  private:
   struct Shared {
     std::vector<std::string> missing;
+    int64_t placeholder_bytes = 0;  // zeros standing in for missing tensors until finish() refuses the model
   };
   Weights(const io::WeightStore& store, std::string prefix, std::shared_ptr<Shared> shared)
       : store_(store), prefix_(std::move(prefix)), shared_(std::move(shared)) {}

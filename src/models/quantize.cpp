@@ -23,6 +23,7 @@
 #include <fstream>
 #include <set>
 
+#include "io/json_file.hpp"
 #include "io/safetensors_writer.hpp"
 #include "kernels/kernels.hpp"
 #include "models/model.hpp"
@@ -53,14 +54,8 @@ std::vector<fs::path> module_dirs(const fs::path& dir) {
   std::vector<fs::path> out;
   const fs::path modules = dir / "modules.json";
   if (!fs::exists(modules)) return out;
-  Json j;
-  try {
-    std::ifstream in(modules);
-    j = Json::parse(in);
-  } catch (const Json::exception& e) {
-    throw Error("'" + modules.string() + "' is not valid JSON: " + e.what());
-  }
-  ENCORE_CHECK(j.is_array(), "'", modules.string(), "' is not a JSON array");
+  const Json j = io::read_json_file(modules);  // special files refused, parse errors name the file
+  ENCORE_CHECK_AS(ModelFormatError, j.is_array(), "'", modules.string(), "' is not a JSON array");
   for (const Json& m : j) {
     if (!m.is_object() || !m.contains("path") || !m["path"].is_string()) continue;
     const std::string rel = m["path"].get<std::string>();

@@ -60,25 +60,39 @@ kernels::Act dense_activation(const std::string& name, const std::string& where)
   throw Error(where + ": activation_function '" + name + "' is not supported (Identity, Tanh, ReLU, GELU, SiLU)");
 }
 
+bool all_finite(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const float* p = c.data<float>();
+  float acc = 0.f;
+  // x*0 is 0 for finite x and NaN for NaN/Inf: one pass, no branches.
+  for (int64_t i = 0; i < c.numel(); ++i) acc += p[i] * 0.f;
+  return acc == 0.f;
+}
+
 PoolingConfig read_pooling(const fs::path& dir) {
-  const Json j = io::read_json_file(dir / "config.json");
+  const fs::path file = dir / "config.json";
+  const Json j = io::read_json_file(file);
+  const io::JsonAt root(j, file.string());
+  root.expect_object();
   PoolingConfig p;
   p.modes.clear();
-  if (j.contains("pooling_mode")) {  // sentence-transformers >= 6: a mode or a list of modes
-    const Json& m = j["pooling_mode"];
-    if (m.is_string()) p.modes.push_back(m.get<std::string>());
-    if (m.is_array())
-      for (auto& x : m) p.modes.push_back(x.get<std::string>());
+  if (root.has("pooling_mode")) {  // sentence-transformers >= 6: a mode or a list of modes
+    const io::JsonAt m = root["pooling_mode"];
+    if (m.json().is_array()) {
+      for (size_t i = 0; i < m.size(); ++i) p.modes.push_back(m.at(i).str());
+    } else {
+      p.modes.push_back(m.str());
+    }
   } else {  // legacy boolean keys, in sentence-transformers' order
     static const std::pair<const char*, const char*> legacy[] = {
         {"pooling_mode_cls_token", "cls"},          {"pooling_mode_max_tokens", "max"},
         {"pooling_mode_mean_tokens", "mean"},       {"pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len_tokens"},
         {"pooling_mode_weightedmean_tokens", "weightedmean"}, {"pooling_mode_lasttoken", "lasttoken"}};
     for (auto& [key, mode] : legacy)
-      if (j.value(key, false)) p.modes.push_back(mode);
+      if (root.get_or(key, false)) p.modes.push_back(mode);
   }
   if (p.modes.empty()) p.modes.push_back("mean");
-  p.include_prompt = j.value("include_prompt", true);
+  p.include_prompt = root.get_or("include_prompt", true);
   return p;
 }
 
@@ -106,18 +120,19 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
   auto impl = std::make_shared<Impl>();
   impl->dir = model_dir;
   const fs::path root(model_dir);
-  ENCORE_CHECK(fs::is_directory(root), "model directory '", model_dir, "' does not exist");
+  ENCORE_CHECK_AS(InputError, fs::is_directory(root), "model directory '", model_dir, "' does not exist or is not a directory");
   std::vector<std::pair<std::string, fs::path>> modules;  // (type, folder)
   if (fs::exists(root / "modules.json")) {
-    const Json mj = io::read_json_file(root / "modules.json");
-    ENCORE_CHECK(mj.is_array(), "'", (root / "modules.json").string(), "' is not a list of modules");
-    for (auto& m : mj) {
-      ENCORE_CHECK(m.is_object() && m.contains("type") && m["type"].is_string(), "'",
-                   (root / "modules.json").string(), "': a module has no type");
-      const std::string path = m.value("path", std::string());
-      ENCORE_CHECK(path.find("..") == std::string::npos && (path.empty() || path[0] != '/'), "modules.json: path '",
-                   path, "' leaves the model directory");
-      modules.emplace_back(m["type"].get<std::string>(), root / path);
+    const fs::path file = root / "modules.json";
+    const Json mj = io::read_json_file(file);
+    const io::JsonAt list(mj, file.string());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const io::JsonAt m = list.at(i);
+      const std::string type = m["type"].str();
+      const std::string path = m.get_or("path", "");
+      if (path.find("..") != std::string::npos || (!path.empty() && path[0] == '/'))
+        m["path"].fail("a folder inside the model directory");
+      modules.emplace_back(type, root / path);
     }
   } else {
     modules = {{"sentence_transformers.models.Transformer", root}, {"sentence_transformers.models.Pooling", fs::path()}};
@@ -136,10 +151,13 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       impl->tokenizer_whole->set_truncation(std::nullopt);
       impl->max_seq_length = impl->model->max_sequence_length();
       if (fs::exists(dir / "sentence_bert_config.json")) {
-        const Json sb = io::read_json_file(dir / "sentence_bert_config.json");
-        if (sb.contains("max_seq_length") && sb["max_seq_length"].is_number_integer())
-          impl->max_seq_length = std::min<int64_t>(impl->max_seq_length, sb["max_seq_length"].get<int64_t>());
-        impl->do_lower_case = sb.value("do_lower_case", false);
+        const fs::path file = dir / "sentence_bert_config.json";
+        const Json sb = io::read_json_file(file);
+        const io::JsonAt at(sb, file.string());
+        at.expect_object();
+        if (at.has("max_seq_length"))
+          impl->max_seq_length = std::min<int64_t>(impl->max_seq_length, at["max_seq_length"].integer(1, INT64_MAX));
+        impl->do_lower_case = at.get_or("do_lower_case", false);
       }
       impl->dimension = impl->model->info().hidden_size;
       impl->description.push_back("Transformer: " + impl->model->info().model_type + ", " +
@@ -154,8 +172,11 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       for (auto& m : impl->pooling.modes) modes += (modes.empty() ? "" : "+") + m;
       impl->description.push_back("Pooling: " + modes + ", dimension " + std::to_string(impl->dimension));
     } else if (ends_with(type, ".Dense")) {
-      const Json cfg = io::read_json_file(dir / "config.json");
-      const int64_t in = cfg.at("in_features").get<int64_t>(), out = cfg.at("out_features").get<int64_t>();
+      const fs::path file = dir / "config.json";
+      const Json cfg_json = io::read_json_file(file);
+      const io::JsonAt cfg(cfg_json, file.string());
+      const int64_t in = cfg["in_features"].integer(1, 1 << 20), out = cfg["out_features"].integer(1, 1 << 20);
+      const std::string act = cfg.get_or("activation_function", "");
       ENCORE_CHECK(in == impl->dimension, "Dense module '", dir.string(), "': in_features ", in,
                    " does not match the incoming dimension ", impl->dimension);
       ENCORE_CHECK(!fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "model.safetensors"), "Dense module '",
@@ -164,15 +185,15 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       DenseModule d;
       d.weight = w.get_f32("linear.weight");
       check_shape(d.weight, "Dense linear.weight", {out, in});
-      if (cfg.value("bias", true)) {
+      if (cfg.get_or("bias", true)) {
         d.bias = w.get_f32("linear.bias");
         check_shape(d.bias, "Dense linear.bias", {out});
       }
-      d.act = dense_activation(cfg.value("activation_function", std::string()), dir.string());
+      d.act = dense_activation(act, file.string());
       impl->dense.push_back(d);
       impl->dimension = out;
       impl->description.push_back("Dense: " + std::to_string(in) + " -> " + std::to_string(out) + ", " +
-                                  cfg.value("activation_function", std::string("identity")));
+                                  (act.empty() ? std::string("identity") : act));
     } else if (ends_with(type, ".Normalize")) {
       impl->normalize = true;
       impl->description.push_back("Normalize: L2");
@@ -213,6 +234,7 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
     for (int64_t i = 0; i < B; ++i) batch[i] = &encodings[order[start + i]];
     TokenizedEncodeOptions to;
     to.normalize = normalize;
+    to.allow_nonfinite = opt.allow_nonfinite;
     const Tensor emb = encode_tokenized(batch, to).embeddings;
     const int64_t C = emb.size(1);
     for (int64_t i = 0; i < B; ++i)
@@ -260,9 +282,38 @@ TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const 
   Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
   for (const auto& d : m.dense) emb = ops::linear_forward(emb, d.weight, d.bias, d.act);
   result.embeddings = options.normalize ? normalize_rows(emb) : emb;
+  if (!options.allow_nonfinite && !all_finite(result.embeddings))
+    report_nonfinite(m, ids, mask, types, options.normalize, B);
   if (options.token_embeddings) result.token_embeddings = out.last_hidden_state;
   if (options.logits) result.logits = out.logits;
   return result;
+}
+
+// Runs a batch whose embeddings were not finite again, module by module, and throws naming the first module
+// whose output holds NaN/Inf (only on failure: the normal path checks the final (B, dim) output only).
+void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const Tensor& mask, const Tensor& types,
+                                       bool normalize, int64_t batch) {
+  const std::string texts = std::to_string(batch) + " sequence(s)";
+  auto fail = [&](const std::string& module) {
+    throw NonFiniteError("the forward produced NaN or Inf in " + module + " (model '" + m.dir + "', batch of " +
+                         texts + "); check the weights and config (e.g. layer_norm_eps > 0), or pass "
+                         "--allow-nonfinite / allow_nonfinite=True to get the values anyway");
+  };
+  ForwardOptions fo;
+  fo.compute_logits = false;
+  fo.output_hidden_states = true;
+  ModelOutput out = m.model->forward(ids, mask, types, fo);
+  for (size_t i = 0; i < out.hidden_states.size(); ++i)
+    if (!all_finite(out.hidden_states[i]))
+      fail(i == 0 ? std::string("the embeddings") : "encoder layer " + std::to_string(i - 1));
+  if (!all_finite(out.last_hidden_state)) fail("the encoder's last hidden state");
+  Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
+  if (!all_finite(emb)) fail("the pooling");
+  for (size_t i = 0; i < m.dense.size(); ++i) {
+    emb = ops::linear_forward(emb, m.dense[i].weight, m.dense[i].bias, m.dense[i].act);
+    if (!all_finite(emb)) fail("Dense module " + std::to_string(i));
+  }
+  fail(normalize ? "the L2 normalisation" : "the output");
 }
 
 std::vector<Encoding> SentenceEncoder::tokenize(const std::vector<std::string>& texts) const {

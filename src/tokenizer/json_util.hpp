@@ -45,12 +45,14 @@ inline bool as_bool(const json& v, const std::string& path) {
 }
 
 inline int64_t as_int(const json& v, const std::string& path) {
-  if (!v.is_number_integer()) throw Error(detail::concat(path, ": expected an integer, got ", json_kind(v)));
+  if (!v.is_number_integer()) throw ModelFormatError(detail::concat(path, ": expected an integer, got ", json_kind(v)));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw ModelFormatError(detail::concat(path, ": integer ", v.dump(), " is out of range"));
   return v.get<int64_t>();
 }
 
 inline double as_number(const json& v, const std::string& path) {
-  if (!v.is_number()) throw Error(detail::concat(path, ": expected a number, got ", json_kind(v)));
+  if (!v.is_number()) throw ModelFormatError(detail::concat(path, ": expected a number, got ", json_kind(v)));
   return v.get<double>();
 }
 

@@ -67,6 +67,12 @@ void append_encoding(Encoding& out, Encoding&& e) {
 
 namespace {
 
+// A type id in a template piece ("$A:1", "$1"): digits only (checked by the caller), at most 9 of them.
+int64_t small_int(const std::string& digits, const std::string& piece) {
+  if (digits.size() > 9) throw ModelFormatError("template piece \"" + piece + "\": type id " + digits + " is too large");
+  return std::stoll(digits);
+}
+
 // Appends `n` special tokens.
 void push_special(Encoding& out, int64_t id, const std::string& token, int64_t type_id) {
   out.ids.push_back(id);
@@ -233,7 +239,7 @@ std::vector<TemplateProcessing::Piece> read_template(const json& j, const std::s
       const size_t colon = piece.rfind(':');
       if (colon != std::string::npos && colon + 1 < piece.size() &&
           piece.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
-        type_id = std::stoll(piece.substr(colon + 1));
+        type_id = small_int(piece.substr(colon + 1), piece);
         piece = piece.substr(0, colon);
       }
       if (piece == "$A" || piece == "$") {
@@ -242,7 +248,7 @@ std::vector<TemplateProcessing::Piece> read_template(const json& j, const std::s
         out.push_back({true, 1, {}, type_id});
       } else if (piece.size() > 1 && piece[0] == '$' &&
                  piece.find_first_not_of("0123456789", 1) == std::string::npos) {
-        out.push_back({true, 0, {}, std::stoll(piece.substr(1))});  // "$1": sequence A with type id 1
+        out.push_back({true, 0, {}, small_int(piece.substr(1), piece)});  // "$1": sequence A with type id 1
       } else {
         out.push_back({false, 0, piece, type_id});
       }

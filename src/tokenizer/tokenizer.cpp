@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "encore/error.hpp"
+#include "encore/files.hpp"
 #include "runtime/parallel.hpp"
 #include "tokenizer/added_vocabulary.hpp"
 #include "tokenizer/components.hpp"
@@ -186,13 +187,7 @@ class TokenizerImpl {
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("tokenizer: cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_file(const std::string& path) { return read_text_file(path, "tokenizer file"); }
 
 // A float the way serde_json (without its float_roundtrip feature) reads it, which is how the Rust library
 // reads tokenizer.json: the first digits that fit a u64 as an integer, converted to double, then one multiply
@@ -261,8 +256,8 @@ json parse_json(std::string_view text, const std::string& source) {
     SerdeFloatSax sax(j, true);
     json::sax_parse(text.begin(), text.end(), &sax);
     return j;
-  } catch (const json::parse_error& e) {
-    throw Error(source + ": not valid JSON: " + e.what());
+  } catch (const json::exception& e) {  // parse errors and numbers out of range (1e999)
+    throw ModelFormatError(source + ": not valid JSON: " + e.what());
   }
 }
 
@@ -307,6 +302,11 @@ PaddingOptions read_padding(const json& j, const std::string& path) {
   }
   if (tok::has(j, "direction")) o.direction = read_side(j["direction"], path + ".direction");
   o.pad_to_multiple_of = tok::get_int(j, path, "pad_to_multiple_of", 0);
+  if (o.length < 0 || o.length > kMaxTokens)
+    throw ModelFormatError(detail::concat(path, ".strategy.Fixed: expected 0..", kMaxTokens, " tokens, got ", o.length));
+  if (o.pad_to_multiple_of < 0 || o.pad_to_multiple_of > kMaxTokens)
+    throw ModelFormatError(detail::concat(path, ".pad_to_multiple_of: expected 0..", kMaxTokens, ", got ",
+                                          o.pad_to_multiple_of));
   o.pad_id = tok::get_int(j, path, "pad_id", 0);
   o.pad_type_id = tok::get_int(j, path, "pad_type_id", 0);
   o.pad_token = tok::get_string(j, path, "pad_token", "[PAD]");
@@ -368,7 +368,7 @@ static std::shared_ptr<TokenizerImpl> from_json_value(const json& j, const std::
     impl->p = std::move(pipeline);
     return impl;
   } catch (const json::exception& e) {  // a type error nlohmann caught before our checks did
-    throw Error(source + ": malformed tokenizer.json: " + e.what());
+    throw ModelFormatError(source + ": malformed tokenizer.json: " + e.what());
   }
 }
 
@@ -447,10 +447,10 @@ static std::shared_ptr<TokenizerImpl> from_bert_vocab(const std::filesystem::pat
 Tokenizer Tokenizer::load(const std::string& model_dir) {
   namespace fs = std::filesystem;
   const fs::path p(model_dir);
-  if (fs::is_regular_file(p)) return from_file(model_dir);
-  if (!fs::is_directory(p)) throw Error("tokenizer: " + model_dir + " is neither a directory nor a file");
-  if (fs::exists(p / "tokenizer.json")) return from_file((p / "tokenizer.json").string());
-  if (fs::exists(p / "vocab.txt")) return Tokenizer(from_bert_vocab(p));
+  std::error_code ec;
+  if (!fs::is_directory(p, ec)) return from_file(model_dir);  // special files and loops refused by name there
+  if (fs::exists(fs::symlink_status(p / "tokenizer.json"))) return from_file((p / "tokenizer.json").string());
+  if (fs::exists(fs::symlink_status(p / "vocab.txt"))) return Tokenizer(from_bert_vocab(p));
   throw Error("tokenizer: " + model_dir + " has neither tokenizer.json nor vocab.txt");
 }
 
@@ -534,12 +534,19 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special
 }
 
 void Tokenizer::set_truncation(std::optional<TruncationOptions> options) {
-  if (options && options->max_length < 0) throw Error("set_truncation: max_length must be >= 0");
+  if (options && (options->max_length < 0 || options->max_length > kMaxTokens))
+    throw UsageError(detail::concat("truncation max_length: expected 0..", kMaxTokens, ", got ", options->max_length));
+  if (options && (options->stride < 0 || options->stride > kMaxTokens))
+    throw UsageError(detail::concat("truncation stride: expected 0..", kMaxTokens, ", got ", options->stride));
   impl_->truncation = std::move(options);
 }
 void Tokenizer::set_padding(std::optional<PaddingOptions> options) {
-  if (options && (options->length < 0 || options->pad_to_multiple_of < 0))
-    throw Error("set_padding: length and pad_to_multiple_of must be >= 0");
+  // Padding allocates length ids per text: the limit is checked before any encoding is padded.
+  if (options && (options->length < 0 || options->length > kMaxTokens))
+    throw UsageError(detail::concat("padding length: expected 0..", kMaxTokens, " tokens, got ", options->length));
+  if (options && (options->pad_to_multiple_of < 0 || options->pad_to_multiple_of > kMaxTokens))
+    throw UsageError(detail::concat("pad_to_multiple_of: expected 0..", kMaxTokens, ", got ",
+                                    options->pad_to_multiple_of));
   impl_->padding = std::move(options);
 }
 const std::optional<TruncationOptions>& Tokenizer::truncation() const { return impl_->truncation; }

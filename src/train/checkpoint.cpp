@@ -94,10 +94,12 @@ Json read_trainer_state(const std::string& dir) {
   ENCORE_CHECK(fs::exists(p), "--resume '", dir, "' has no trainer_state.json: not a checkpoint written by encore "
                "train --output");
   Json j = io::read_json_file(p);
-  ENCORE_CHECK(j.is_object() && j.value("format", "") == kTrainerStateFormat, "'", p.string(),
-               "' is not an encore trainer state (\"format\" must be \"", kTrainerStateFormat, "\")");
-  ENCORE_CHECK(j.value("version", -1) == kTrainerStateVersion, "'", p.string(), "' has version ", j.value("version", -1),
-               ", this encore reads version ", kTrainerStateVersion);
+  const io::JsonAt at(j, p.string());
+  ENCORE_CHECK_AS(ModelFormatError, at.get_or("format", "") == kTrainerStateFormat, "'", p.string(),
+                  "' is not an encore trainer state (\"format\" must be \"", kTrainerStateFormat, "\")");
+  const int64_t version = at["version"].integer();
+  ENCORE_CHECK_AS(ModelFormatError, version == kTrainerStateVersion, "'", p.string(), "' has version ", version,
+                  ", this encore reads version ", kTrainerStateVersion);
   return j;
 }
 

@@ -197,7 +197,7 @@ class EmbeddingTask final : public TrainTask {
     source_model_ = cfg.model_dir;  // a resumed run names the model the first run started from
     const std::filesystem::path run = std::filesystem::path(source_dir_) / kRunFile;
     if (!cfg.resume_dir.empty() && std::filesystem::exists(run))
-      source_model_ = io::read_json_file(run).value("source_model", source_dir_);
+      source_model_ = io::JsonAt(io::read_json_file(run), run.string()).get_or("source_model", source_dir_);
   }
 
   std::string name() const override { return "embedding"; }

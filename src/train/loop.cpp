@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "encore/collective.hpp"
+#include "io/json_file.hpp"
 #include "io/staged_dir.hpp"
 #include "train/checkpoint.hpp"
 #include "train/data_parallel.hpp"
@@ -59,7 +60,8 @@ T state_field(const Json& j, const char* key, const std::string& where) {
   try {
     return j[key].get<T>();
   } catch (const Json::exception& e) {
-    throw Error(detail::concat(where, ": '", key, "' has the wrong type: ", e.what()));
+    throw ModelFormatError(detail::concat(where, " /", key, ": has the wrong type or range (found ",
+                                          j[key].type_name(), ")"));
   }
 }
 
@@ -78,7 +80,7 @@ void truncate_log(const std::string& path, int64_t last_step) {
   while (std::getline(in, line)) {
     if (!header && !line.empty()) {
       const std::string step = line.substr(0, line.find(','));
-      ENCORE_CHECK(!step.empty() && step.find_first_not_of("0123456789") == std::string::npos, "--resume: the log '",
+      ENCORE_CHECK(!step.empty() && step.size() < 16 && step.find_first_not_of("0123456789") == std::string::npos, "--resume: the log '",
                    path, "' has a row that does not start with a step number: '", line, "'");
       if (std::stoll(step) > last_step) continue;
     }
@@ -96,7 +98,7 @@ void restore(const TrainConfig& cfg, TrainTask& task, const Json& resumed, int64
              AdamW& opt) {
   const std::string where = "'" + cfg.resume_dir + "/trainer_state.json'";
   const int64_t n = task.train_examples();
-  const std::string was = resumed.value("task", "classification");  // written before tasks were named
+  const std::string was = io::JsonAt(resumed, cfg.resume_dir + "/trainer_state.json").get_or("task", "classification");
   ENCORE_CHECK(was == task.name(), "--resume: the checkpoint was trained for the ", was, " task, this run is ",
                task.name(), " (", where, ")");
   auto must_match = [&](const std::string& key, const Json& now) {
@@ -147,11 +149,32 @@ void restore(const TrainConfig& cfg, TrainTask& task, const Json& resumed, int64
 
 }  // namespace
 
+// Every numeric option with its range, before any data is read: non-finite values are refused (an lr of inf
+// would write a NaN checkpoint; an eval_fraction of NaN would silently become 0 or read out of bounds).
 void check_common_options(const TrainConfig& cfg) {
-  ENCORE_CHECK(cfg.grad_accum >= 1, "train: grad_accum must be >= 1, got ", cfg.grad_accum);
-  ENCORE_CHECK(cfg.save_every >= 0, "train: save_every must be >= 0, got ", cfg.save_every);
-  ENCORE_CHECK(cfg.dropout < 1, "train: dropout must be in [0, 1), got ", cfg.dropout);
-  ENCORE_CHECK(cfg.save_every == 0 || !cfg.output_dir.empty(), "train: save_every needs an output directory");
+  auto real = [](const char* name, double v, double lo, double hi, bool lo_open) {
+    ENCORE_CHECK_AS(UsageError, std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi, "train: ", name,
+                    ": expected a finite number in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v);
+  };
+  auto integer = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    ENCORE_CHECK_AS(UsageError, v >= lo && v <= hi, "train: ", name, ": expected ", lo, "..", hi, ", got ", v);
+  };
+  real("eval_fraction (--eval-fraction)", cfg.eval_fraction, 0.0, 0.9, false);
+  real("lr (--lr)", cfg.lr, 0.0, 10.0, false);  // 0: the weights stay (used to check data and dropout)
+  real("weight_decay (--weight-decay)", cfg.weight_decay, 0.0, 10.0, false);
+  ENCORE_CHECK_AS(UsageError, std::isfinite(cfg.max_grad_norm), "train: max_grad_norm (--max-grad-norm): expected a "
+                  "finite number (<= 0: no clipping), got ", cfg.max_grad_norm);
+  ENCORE_CHECK_AS(UsageError, std::isfinite(cfg.dropout) && cfg.dropout < 1, "train: dropout (--dropout): expected "
+                  "[0, 1) (or < 0 for the model's own), got ", cfg.dropout);
+  integer("batch_size (--batch-size)", cfg.batch_size, 1, 1 << 16);
+  integer("max_length (--max-length)", cfg.max_length, 2, 1 << 20);
+  integer("steps (--steps)", cfg.steps, 0, int64_t{1} << 40);
+  integer("epochs (--epochs)", cfg.epochs, 0, 1 << 20);
+  integer("warmup_steps (--warmup-steps)", cfg.warmup_steps, 0, int64_t{1} << 40);
+  integer("grad_accum (--grad-accum)", cfg.grad_accum, 1, 1 << 16);
+  integer("save_every (--save-every)", cfg.save_every, 0, int64_t{1} << 40);
+  ENCORE_CHECK_AS(UsageError, cfg.save_every == 0 || !cfg.output_dir.empty(),
+                  "train: save_every needs an output directory");
 }
 
 Json resume_state(const TrainConfig& cfg) { return cfg.resume_dir.empty() ? Json() : read_trainer_state(cfg.resume_dir); }
@@ -258,6 +281,15 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
     report.tokens += static_cast<int64_t>(sums[1]);
     st.pos = end;
     const double norm = cfg.max_grad_norm > 0 ? clip_grad_norm(params, cfg.max_grad_norm) : std::nan("");
+    // A non-finite loss (or gradient) would poison every weight at opt.step(): stop before it, so the model and
+    // the last checkpoint written stay the last good ones.
+    if (!std::isfinite(loss) || (cfg.max_grad_norm > 0 && !std::isfinite(norm)))
+      throw NonFiniteError(detail::concat(
+          "train: the ", std::isfinite(loss) ? "gradient norm" : "loss", " became non-finite (loss ", loss,
+          ", grad norm ", norm, ") at step ", st.step + 1, " (lr ", lr, "); stopped before updating the weights",
+          cfg.output_dir.empty() ? std::string()
+                                 : "; the last checkpoint in '" + cfg.output_dir + "' (if any) is the last good one",
+          ". Lower --lr or check the data"));
     opt.step();
     ++st.step;
     st.losses.push_back(loss);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "encore/error.hpp"
+#include "encore/files.hpp"
 
 namespace encore::train {
 
@@ -39,7 +40,7 @@ bool read_csv_record(std::istream& in, std::vector<std::string>& fields) {
     }
   }
   if (!any) return false;
-  ENCORE_CHECK(!quoted, "CSV: unterminated quoted field");
+  ENCORE_CHECK_AS(InputError, !quoted, "CSV: unterminated quoted field (a '\"' opens a field that never closes)");
   fields.push_back(field);
   return true;
 }
@@ -53,17 +54,27 @@ std::vector<Record> read_records(const std::string& path, const std::vector<std:
   auto missing = [&](const auto& has) {
     return std::any_of(required.begin(), required.end(), [&](const std::string& f) { return !has(f); });
   };
+  check_readable_file(path, "training data");  // a FIFO, a directory or a symlink loop is refused by name
   std::ifstream in(path, std::ios::binary);
-  ENCORE_CHECK(in.good(), "cannot read training data '", path, "'");
+  ENCORE_CHECK_AS(InputError, in.good(), "cannot read training data '", path, "'");
   std::vector<Record> out;
   if (std::filesystem::path(path).extension() == ".csv") {
     std::vector<std::string> header, row;
-    ENCORE_CHECK(read_csv_record(in, header), "'", path, "' is empty");
+    try {
+      ENCORE_CHECK_AS(InputError, read_csv_record(in, header), "'", path, "' is empty");
+    } catch (const InputError& e) {
+      throw InputError(detail::concat(path, ":1: ", e.what()));
+    }
     ENCORE_CHECK(!missing([&](const std::string& f) { return std::find(header.begin(), header.end(), f) != header.end(); }),
                  "'", path, "': the header needs ", names, " columns");
     int64_t line = 1;
-    while (read_csv_record(in, row)) {
+    for (;;) {
       ++line;
+      try {
+        if (!read_csv_record(in, row)) break;
+      } catch (const InputError& e) {  // the record starting on this line
+        throw InputError(detail::concat(path, ": record ", line, ": ", e.what()));
+      }
       if (row.size() == 1 && row[0].empty()) continue;
       ENCORE_CHECK(row.size() == header.size(), path, ": record ", line, " has ", row.size(), " fields, the header ",
                    header.size());
@@ -83,7 +94,7 @@ std::vector<Record> read_records(const std::string& path, const std::vector<std:
     try {
       j = Json::parse(l);
     } catch (const Json::exception& e) {
-      throw Error(detail::concat(path, ":", line, ": not valid JSON: ", e.what()));
+      throw InputError(detail::concat(path, ":", line, ": not valid JSON: ", e.what()));
     }
     ENCORE_CHECK(j.is_object() && !missing([&](const std::string& f) { return j.contains(f); }), path, ":", line,
                  ": expected a JSON object", required.empty() ? "" : " with ", names);
@@ -93,7 +104,7 @@ std::vector<Record> read_records(const std::string& path, const std::vector<std:
       const Json& v = j[name];
       ENCORE_CHECK(v.is_string() || v.is_number_integer(), path, ":", line, ": '", name,
                    "' must be a string or an integer");
-      r.fields[name] = v.is_string() ? v.get<std::string>() : std::to_string(v.get<int64_t>());
+      r.fields[name] = v.is_string() ? v.get<std::string>() : v.dump();  // an integer exactly as written
     }
     out.push_back(std::move(r));
   }

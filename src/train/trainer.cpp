@@ -81,7 +81,16 @@ class ClassificationTask final : public TrainTask {
     for (auto& e : eval_set) names.insert(e.label);
     std::map<std::string, int64_t> label_id;
     if (all_integers(names)) {
-      for (auto& n : names) num_labels_ = std::max<int64_t>(num_labels_, std::stoll(n) + 1);
+      // Integer labels are class ids 0..max: the head gets max+1 rows, so the largest id is checked (its cost:
+      // hidden x classes floats) before anything is allocated; a 20-digit id would not even fit int64.
+      constexpr int64_t kMaxClasses = int64_t{1} << 16;
+      for (auto& n : names) {
+        const size_t digits = n.size() - std::min(n.find_first_not_of('0'), n.size());
+        ENCORE_CHECK_AS(InputError, digits <= 6 && std::stoll(n) < kMaxClasses, "train: integer label ", n,
+                        " is a class id, and at most ", kMaxClasses, " classes (ids 0..", kMaxClasses - 1,
+                        ") are supported; use string labels for names");
+        num_labels_ = std::max<int64_t>(num_labels_, std::stoll(n) + 1);
+      }
       for (int64_t i = 0; i < num_labels_; ++i) label_id[std::to_string(i)] = i, labels_.push_back(std::to_string(i));
     } else {
       for (auto& n : names) label_id[n] = num_labels_++, labels_.push_back(n);

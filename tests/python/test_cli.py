@@ -1,6 +1,7 @@
 """The encore command line: embed / similarity / info / trace / memory / bench, run as a user would, checked
 against the Python API (itself checked against sentence-transformers) and for clear errors on bad input."""
 import json
+import re
 import os
 import pathlib
 import subprocess
@@ -64,30 +65,31 @@ def test_invalid_utf8_input_is_replaced_not_fatal(tmp_path):
 
 
 def test_embed_errors(tmp_path):
+    # exit codes (docs/errors.md): 2 usage, 3 bad input
     res = run("embed", ok=False)
-    assert res.returncode != 0 and b"nothing to embed" in res.stderr
+    assert res.returncode == 2 and b"nothing to embed" in res.stderr
     res = run("embed", "--model", tmp_path / "missing", "x", ok=False)
-    assert res.returncode == 1 and b"does not exist" in res.stderr
+    assert res.returncode == 3 and b"does not exist" in res.stderr
     src = tmp_path / "in.txt"
     src.write_text("hello\n")
     res = run("embed", "-i", src, "-o", src, ok=False)
-    assert res.returncode == 1 and b"overwrite the input" in res.stderr and src.read_text() == "hello\n"
+    assert res.returncode == 2 and b"overwrite the input" in res.stderr and src.read_text() == "hello\n"
     res = run("embed", "-o", tmp_path / "out.csv", "x", ok=False)
-    assert res.returncode == 1 and b".npy, .jsonl or .json" in res.stderr
+    assert res.returncode == 2 and b".npy, .jsonl or .json" in res.stderr
     assert not (tmp_path / "out.csv").exists()
     res = run("embed", "--no-truncation", "word " * 400, ok=False)
-    assert res.returncode == 1 and b"truncation is off" in res.stderr
+    assert res.returncode == 3 and b"truncation is off" in res.stderr
     jl = tmp_path / "x.jsonl"
     jl.write_text('{"text": "fine"}\n{"txt": "wrong field"}\n')
     res = run("embed", "-i", jl, ok=False)
-    assert res.returncode == 1 and b"x.jsonl:2" in res.stderr
+    assert res.returncode == 3 and b"x.jsonl:2" in res.stderr
 
 
 def test_existing_output_survives_a_failed_run(tmp_path):
     out = tmp_path / "keep.npy"
     out.write_bytes(b"previous results")
     res = run("embed", "--model", tmp_path / "missing", "-o", out, "x", ok=False)
-    assert res.returncode == 1 and out.read_bytes() == b"previous results"
+    assert res.returncode == 3 and out.read_bytes() == b"previous results"
 
 
 def test_similarity_and_info():
@@ -107,5 +109,17 @@ def test_seed_tools():
     mem = run("memory", "--layers", 2, "--d-model", 64, "--heads", 4, "--d-ff", 128, "--batch", 2, "--seq", 16).stdout.decode()
     ratio = float(mem.split("predicted / measured = ")[1].split(")")[0])
     assert 0.9 <= ratio <= 1.1, mem
-    bench = run("bench", "--layers", 1, "--d-model", 64, "--heads", 4, "--d-ff", 128, "--iters", 2).stdout.decode()
-    assert "tokens/s" in bench
+    bench = run("bench", "--layers", 1, "--d-model", 64, "--heads", 4, "--d-ff", 128, "--batch", 3, "--seq", 7,
+                "--iters", 3).stdout.decode()
+    # What bench prints must be what it ran: torch's parameter count for the same layer, the shapes, and a
+    # throughput consistent with its own median (printed with 2 decimals: 1% slack) and min <= median <= max.
+    import torch  # noqa: PLC0415
+    n_torch = sum(p.numel() for p in torch.nn.TransformerEncoderLayer(64, 4, 128).parameters())
+    assert f"; {n_torch} parameters;" in bench, bench
+    assert "input (3, 7, 64) -> output (3, 7, 64)" in bench, bench
+    m = re.search(r"3 iterations: median ([\d.]+) ms, min ([\d.]+) ms, max ([\d.]+) ms; (\d+) tokens/s", bench)
+    assert m, bench
+    median, lo, hi, tps = (float(g) for g in m.groups())
+    assert lo <= median <= hi and median > 0, bench
+    # the median is printed rounded to 0.01 ms: tokens/s must lie in the range that rounding allows
+    assert 21 / ((median + 0.005) / 1000) - 1 <= tps <= 21 / (max(median - 0.005, 1e-6) / 1000) + 1, bench

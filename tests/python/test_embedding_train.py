@@ -190,7 +190,7 @@ def test_training_raises_retrieval_accuracy_and_saves(pairs, tmp_path):
     (tmp_path / "other" / "keep.txt").write_text("x")
     res = subprocess.run([str(BIN), "train", "--task", "embedding", "--model", MINILM, "--data", tmp_path / "eval.jsonl",
                           "--steps", "1", "--output", tmp_path / "other"], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 1 and "refusing to replace" in res.stderr, res.stderr
+    assert res.returncode == 3 and "refusing to replace" in res.stderr, res.stderr
     assert (tmp_path / "other" / "keep.txt").read_text() == "x"
 
 
@@ -256,7 +256,7 @@ def test_resume_repeats_an_uninterrupted_run_bitwise(pairs, tmp_path):
     (tmp_path / "cls.jsonl").write_text('{"text": "good", "label": 1}\n{"text": "bad", "label": 0}\n')
     res = subprocess.run([str(BIN), "train", "--data", tmp_path / "cls.jsonl", "--resume", part, "--steps", "6"],
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode == 1 and "embedding task" in res.stderr, res.stderr
+    assert res.returncode == 3 and "embedding task" in res.stderr, res.stderr
 
 
 def test_pair_data_errors(tmp_path):
@@ -264,9 +264,9 @@ def test_pair_data_errors(tmp_path):
     bad.write_text('{"anchor": "a", "positive": "b"}\n{"anchor": "only"}\n')
     res = subprocess.run([str(BIN), "train", "--task", "embedding", "--model", MINILM, "--data", bad, "--steps", "1"],
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode == 1 and "bad.jsonl:2" in res.stderr and "positive" in res.stderr, res.stderr
+    assert res.returncode == 3 and "bad.jsonl:2" in res.stderr and "positive" in res.stderr, res.stderr
     one = tmp_path / "one.csv"
     one.write_text("text,text_pair\nx,y\n")
     res = subprocess.run([str(BIN), "train", "--task", "embedding", "--model", MINILM, "--data", one, "--steps", "1",
                           "--batch-size", "1"], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 1 and "batch_size must be at least 2" in res.stderr, res.stderr
+    assert res.returncode == 3 and "batch_size must be at least 2" in res.stderr, res.stderr

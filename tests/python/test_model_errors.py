@@ -117,11 +117,11 @@ def test_missing_tensors_are_listed(good_dir, tmp_path):
 
 @pytest.mark.parametrize("field, value, needle", [
     ("num_attention_heads", 3, "not divisible"),
-    ("hidden_size", 10 ** 9, "outside"),
-    ("num_hidden_layers", 0, "outside"),
+    ("hidden_size", 10 ** 9, "/hidden_size: expected an integer in [1, "),
+    ("num_hidden_layers", 0, "/num_hidden_layers: expected an integer in [1, "),
     ("hidden_act", "mish", "not supported"),
     ("model_type", "gpt2", "supported: albert, bert"),
-    ("hidden_size", "wide", "must be an integer"),
+    ("hidden_size", "wide", "/hidden_size: expected an integer"),
 ])
 def test_impossible_configs(good_dir, tmp_path, field, value, needle):
     d = copy_dir(good_dir, tmp_path)

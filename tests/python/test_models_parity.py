@@ -145,6 +145,8 @@ def test_attentions_match(saved):
         ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
                     token_type_ids=torch.from_numpy(types), output_attentions=True)
     got = enc(ids, mask, types, output_attentions=True)
+    # one attention map per layer on both sides: zip() alone would pass on an empty or short list
+    assert len(got["attentions"]) == len(ref.attentions) == model.config.num_hidden_layers
     for a, b in zip(got["attentions"], ref.attentions):
         # padded keys: encore gives exactly 0, transformers exp(finfo.min - max) = 0 as well
         assert max_diff(a, b.numpy()) <= TOL

@@ -98,7 +98,7 @@ def test_bad_inputs(enc):
     assert enc.encode([]).shape == (0, 384)
     with pytest.raises(encore.Error, match="text 1 is .* tokens long, more than max_seq_length 256"):
         enc.encode(["short", "word " * 400], truncate=False)
-    with pytest.raises(encore.Error, match="must be a str"):
+    with pytest.raises(encore.Error, match="expected a str"):
         enc.encode(["fine", 3])
     with pytest.raises(encore.Error, match="batch_size"):
         enc.encode(["x"], batch_size=0)

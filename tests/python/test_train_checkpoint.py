@@ -102,7 +102,7 @@ def test_save_failures_leave_the_previous_checkpoint(tiny_bert, data, tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
     res = train(tiny_bert, data, "--steps", "3", "--output", out, check=False, preexec_fn=limit_ignored)
-    assert res.returncode == 1 and "model.safetensors" in res.stderr and "File too large" in res.stderr, res.stderr
+    assert res.returncode == 4 and "model.safetensors" in res.stderr and "File too large" in res.stderr, res.stderr
     assert digest(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # the staging directory was removed
 
@@ -123,13 +123,13 @@ def test_save_failures_leave_the_previous_checkpoint(tiny_bert, data, tmp_path):
     for bad, why in [(tmp_path / "afile" / "ckpt", "is not a directory"), ("/proc/encore-ckpt", "cannot create"),
                      (tmp_path / "no" / "such" / "ckpt", "does not exist")]:
         res = train(tiny_bert, data, "--steps", "1", "--output", bad, check=False)
-        assert res.returncode == 1 and str(bad) in res.stderr and why in res.stderr, res.stderr
+        assert res.returncode == 3 and str(bad) in res.stderr and why in res.stderr, res.stderr
     # A directory holding something else is never replaced.
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
     res = train(tiny_bert, data, "--steps", "1", "--output", other, check=False)
-    assert res.returncode == 1 and "refusing to replace" in res.stderr
+    assert res.returncode == 3 and "refusing to replace" in res.stderr
     assert (other / "notes.txt").read_text() == "keep me"
 
 
@@ -170,30 +170,30 @@ def test_resume_refuses_mismatched_or_corrupt_state(tiny_bert, data, tmp_path):
     ck = tmp_path / "ck"
     train(tiny_bert, data, "--steps", "2", "--output", ck)
     res = train(None, data, "--steps", "4", "--resume", ck, "--batch-size", "8", check=False)
-    assert res.returncode == 1 and "batch_size" in res.stderr, res.stderr
+    assert res.returncode == 3 and "batch_size" in res.stderr, res.stderr
     res = train(None, data, "--steps", "4", "--resume", ck, "--seed", "3", check=False)
-    assert res.returncode == 1 and "seed" in res.stderr, res.stderr
+    assert res.returncode == 3 and "seed" in res.stderr, res.stderr
     res = train(None, data, "--steps", "2", "--resume", ck, check=False)
-    assert res.returncode == 1 and "nothing left to train" in res.stderr, res.stderr
+    assert res.returncode == 3 and "nothing left to train" in res.stderr, res.stderr
     other = tmp_path / "other.jsonl"
     lines = (data / "train.jsonl").read_text().splitlines()
     other.write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # same examples, other order
     res = subprocess.run([str(BIN), "train", "--data", other, "--resume", ck, "--steps", "4", "--eval-fraction", "0",
                           "-q"], capture_output=True, text=True)
-    assert res.returncode == 1 and "data_fingerprint" in res.stderr, res.stderr
+    assert res.returncode == 3 and "data_fingerprint" in res.stderr, res.stderr
     log = tmp_path / "bad.csv"
     log.write_text("step,loss,lr,grad_norm,eval_accuracy\ngarbage\n")
     res = train(None, data, "--steps", "4", "--resume", ck, "--log", log, check=False)
-    assert res.returncode == 1 and "does not start with a step number" in res.stderr, res.stderr
+    assert res.returncode == 3 and "does not start with a step number" in res.stderr, res.stderr
     res = train(None, data, "--steps", "4", "--resume", tmp_path / "missing", check=False)
-    assert res.returncode == 1 and "missing" in res.stderr, res.stderr
+    assert res.returncode == 3 and "missing" in res.stderr, res.stderr
 
     def corrupt(name, mutate, expect):
         bad = tmp_path / f"bad-{len(list(tmp_path.glob('bad-*')))}"
         shutil.copytree(ck, bad)
         mutate(bad / name)
         r = train(None, data, "--steps", "4", "--resume", bad, check=False)
-        assert r.returncode == 1 and expect in r.stderr, r.stderr
+        assert r.returncode == 3 and expect in r.stderr, r.stderr
     corrupt("trainer_state.json", lambda p: p.write_text("{not json"), "not valid JSON")
     corrupt("trainer_state.json", lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "order": [0, 0]})),
             "order")
@@ -280,7 +280,7 @@ def test_save_every(tiny_bert, data, tmp_path):
     assert [s.split("step ")[1].split(" ")[0] for s in saved] == ["3", "6", "7"], res.stderr
     assert json.loads((tmp_path / "ck" / "trainer_state.json").read_text())["global_step"] == 7
     res = train(tiny_bert, data, "--steps", "2", "--save-every", "1", check=False)
-    assert res.returncode == 1 and "save_every needs an output directory" in res.stderr
+    assert res.returncode == 2 and "save_every needs an output directory" in res.stderr
 
 
 @pytest.fixture(scope="module")

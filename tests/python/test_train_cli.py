@@ -50,9 +50,9 @@ def test_train_errors(tiny_bert, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "x", "label": 0}\n{"label": 1}\n')
     res = subprocess.run([str(BIN), "train", "--model", tiny_bert, "--data", bad], capture_output=True, text=True)
-    assert res.returncode == 1 and "bad.jsonl:2" in res.stderr
+    assert res.returncode == 3 and "bad.jsonl:2" in res.stderr
     one = tmp_path / "one.csv"
     one.write_text('text,label\n"a, quoted ""text""",0\nplain,0\n')
     res = subprocess.run([str(BIN), "train", "--model", tiny_bert, "--data", one, "--eval-fraction", "0"],
                          capture_output=True, text=True)
-    assert res.returncode == 1 and "at least 2 classes" in res.stderr
+    assert res.returncode == 3 and "at least 2 classes" in res.stderr

@@ -9,10 +9,34 @@ import typing
 from . import nn
 from . import optim
 from . import losses
-__all__: list[str] = ['AutoModel', 'Encoding', 'Error', 'SentenceEncoder', 'Tokenizer', 'default_model_dir', 'embedding_loss_backward', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+__all__: list[str] = ['AutoModel', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
-    What encore raises for bad input (a ValueError): the message names the file, field or argument and what is allowed
+    What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).
+    """
+class UsageError(Error):
+    """
+    An argument is out of its range or not one of the allowed values (CLI exit code 2).
+    """
+class InputError(Error):
+    """
+    User data is wrong: a text, a JSONL/CSV line, a data file (CLI exit code 3).
+    """
+class ModelFormatError(InputError):
+    """
+    A model, tokenizer or config file is malformed or missing; the message names the file and the JSON pointer (CLI exit code 3).
+    """
+class NonFiniteError(Error):
+    """
+    A forward pass produced NaN/Inf (the message names the module) or a training loss became non-finite (CLI exit code 3).
+    """
+class ResourceError(Error, MemoryError):
+    """
+    Memory, disk, a size limit or a failed write (also a MemoryError; CLI exit code 4).
+    """
+class InternalError(Error, RuntimeError):
+    """
+    A bug in encore: an invariant broke (also a RuntimeError; CLI exit code 70). Please report it.
     """
 class AutoModel:
     """
@@ -144,11 +168,11 @@ class Tokenizer:
         """
         Truncates to max_length tokens (special tokens included); strategy longest_first, only_first or only_second; direction right or left; stride: overflow overlap in tokens.
         """
-    def encode(self, sequence: str, pair: typing.Any = None, add_special_tokens: bool = True) -> Encoding:
+    def encode(self, sequence: typing.Any, pair: typing.Any = None, add_special_tokens: bool = True) -> Encoding:
         """
         Tokenizes one text (or a pair, e.g. for a cross-encoder) as tokenizers.Tokenizer.encode: truncation and padding as configured; offsets are character offsets into each text.
         """
-    def encode_batch(self, inputs: collections.abc.Sequence[str], add_special_tokens: bool = True) -> list[Encoding]:
+    def encode_batch(self, inputs: list, add_special_tokens: bool = True) -> list[Encoding]:
         """
         Tokenizes a list of texts; padding (enable_padding) pads them to a common length.
         """
@@ -184,9 +208,9 @@ class SentenceEncoder:
         """
     def __repr__(self) -> str:
         ...
-    def encode(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, normalize_embeddings: typing.Any = None, truncate: bool = True) -> numpy.typing.NDArray[numpy.float32]:
+    def encode(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, normalize_embeddings: typing.Any = None, truncate: bool = True, allow_nonfinite: bool = False) -> numpy.typing.NDArray[numpy.float32]:
         """
-        Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass (texts are sorted by length into batches; results in input order). normalize_embeddings: None follows the model (a Normalize module: unit L2 norm), True/False forces it. truncate: texts longer than max_seq_length tokens are cut (False: an error).
+        Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass (texts are sorted by length into batches; results in input order). normalize_embeddings: None follows the model (a Normalize module: unit L2 norm), True/False forces it. truncate: texts longer than max_seq_length tokens are cut (False: an error). allow_nonfinite: a NaN/Inf output raises encore.NonFiniteError naming the module unless True.
         """
     def get_sentence_embedding_dimension(self) -> int:
         """

@@ -1,0 +1,100 @@
+#include "encore/files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ext/stdio_filebuf.h>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "encore/error.hpp"
+
+namespace encore {
+
+namespace {
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+}  // namespace
+
+void check_readable_file(const std::string& path, const char* what, bool allow_pipe) {
+  ENCORE_CHECK_AS(InputError, !path.empty(), what, ": empty file name");
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int e = errno;
+    if (e == ELOOP)
+      throw InputError(detail::concat(what, " '", path, "': a symbolic link loop (too many levels of symbolic links)"));
+    if (e == ENOENT) throw InputError(detail::concat(what, " '", path, "' does not exist"));
+    throw InputError(detail::concat(what, " '", path, "': ", std::strerror(e)));
+  }
+  if (allow_pipe && S_ISFIFO(st.st_mode)) return;
+  if (!S_ISREG(st.st_mode))
+    throw InputError(detail::concat(what, " '", path, "' is ", file_kind(st.st_mode), ", expected a regular file"));
+  if (::access(path.c_str(), R_OK) != 0)
+    throw InputError(detail::concat(what, " '", path, "': ", std::strerror(errno)));
+}
+
+std::string read_text_file(const std::string& path, const char* what) {
+  check_readable_file(path, what);
+  std::ifstream in(path, std::ios::binary);
+  ENCORE_CHECK_AS(InputError, in.good(), what, " '", path, "': cannot open: ", std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  ENCORE_CHECK_AS(InputError, !in.bad(), what, " '", path, "': read error");
+  return ss.str();
+}
+
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  namespace fs = std::filesystem;
+  ENCORE_CHECK_AS(UsageError, !path.empty(), "output: empty file name");
+  const fs::path target(path);
+  std::error_code ec;
+  ENCORE_CHECK_AS(UsageError, !fs::is_directory(target, ec), "output '", path,
+                  "' is a directory; give a file name");
+  fs::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  ENCORE_CHECK_AS(InputError, fs::is_directory(dir, ec), "output '", path, "': the directory '", dir.string(),
+                  "' does not exist");
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  ENCORE_CHECK_AS(ResourceError, fd >= 0, "output '", path, "': cannot create a temporary file in '", dir.string(),
+                  "': ", std::strerror(errno));
+  ::fchmod(fd, 0644);
+  auto fail = [&](const std::string& why) {
+    ::unlink(tmp.c_str());
+    throw ResourceError(detail::concat("writing '", path, "' failed: ", why));
+  };
+  try {
+    __gnu_cxx::stdio_filebuf<char> buf(fd, std::ios::out | std::ios::binary);  // owns and closes fd
+    std::ostream os(&buf);
+    write(os);
+    os.flush();
+    if (!os) fail(std::strerror(errno ? errno : EIO));
+    if (::fsync(fd) != 0 && errno != EINVAL) fail(std::strerror(errno));
+    if (buf.close() == nullptr) fail(std::strerror(errno ? errno : EIO));
+  } catch (const ResourceError&) {
+    throw;
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw ResourceError(detail::concat("writing '", path, "' failed: cannot rename the temporary file: ",
+                                       std::strerror(e)));
+  }
+}
+
+}  // namespace encore
