@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -73,7 +74,12 @@ void serve(const ServeArgs& a) {
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
   const DType dtype = parse_dtype(a.dtype);
   const auto t0 = std::chrono::steady_clock::now();
-  auto encoder = std::make_shared<SentenceEncoder>(SentenceEncoder::load(dir, dtype));
+  // Loaded on a thread that exits at once (std::async's own), never on main: loading runs OpenMP regions, and a
+  // thread that did keeps a libgomp pool alive, which would make the engine thread's regions wait by sleeping
+  // instead of spinning (include/encore/serve_engine.hpp, "Threads").
+  auto encoder = std::async(std::launch::async, [&] {
+                   return std::make_shared<SentenceEncoder>(SentenceEncoder::load(dir, dtype));
+                 }).get();
   const ModelInfo& mi = encoder->model().info();
   log_line("INFO", "model loaded",
            {{"model", dir}, {"architecture", mi.architecture}, {"dtype", dtype_name(dtype)},

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
 
 #include "encore/error.hpp"
+#include "encore/runtime.hpp"
 
 namespace encore::serve {
 
@@ -89,9 +91,15 @@ double Engine::warm_up(int64_t length, int64_t sequences) {
   Encoding e;
   e.ids.assign(n, 100);  // any in-vocabulary id: the values do not matter, the shapes do
   e.type_ids.assign(n, 0);
-  std::vector<const Encoding*> batch(std::max<int64_t>(sequences, 1), &e);
+  e.attention_mask.assign(n, 1);
+  std::vector<Encoding> batch(static_cast<size_t>(std::max<int64_t>(sequences, 1)), e);
+  std::promise<EngineResult> finished;
+  std::future<EngineResult> result = finished.get_future();
   const auto t0 = Clock::now();
-  encoder_->encode_tokenized(batch);
+  // Through the batcher like a request, so it runs on the engine thread (see the header: one thread runs the model).
+  submit(std::move(batch), Task::embed, [&finished](EngineResult r) { finished.set_value(std::move(r)); });
+  const EngineResult r = result.get();
+  if (!r.error.empty()) throw Error("warm-up forward failed: " + r.error);
   return seconds_since(t0);
 }
 
@@ -111,6 +119,9 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::run() {
+  // OpenMP's thread count (which oneDNN follows) is per thread: set_num_threads() on the thread that created the
+  // engine does not reach this one, so it is applied here too.
+  set_num_threads(get_num_threads());
   const bool has_head = encoder_->model().info().head == "sequence_classification";
   while (std::optional<Batch> batch = batcher_.next_batch()) {
     const auto started = Clock::now();

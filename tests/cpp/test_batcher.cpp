@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -16,7 +17,9 @@
 
 #include "encore/batcher.hpp"
 #include "encore/error.hpp"
+#include "encore/runtime.hpp"
 #include "encore/serve_engine.hpp"
+#include <omp.h>
 
 using namespace encore;
 using namespace encore::serve;
@@ -313,4 +316,29 @@ TEST(Engine, RejectsWhatTheModelCannotRun) {
   EXPECT_THROW(engine.submit(enc->tokenize({"a"}), Task::classify, nullptr), Error);  // no head
   engine.shutdown();
   EXPECT_THROW(engine.submit(enc->tokenize({"a"}), Task::embed, nullptr), Error);
+}
+
+// The model runs on the engine thread only (warm-up included), with the thread count set on the thread that made
+// the engine: OpenMP's count is per thread, and oneDNN follows the calling thread's (serve_engine.hpp, "Threads").
+TEST(Engine, WarmUpAndBatchesRunOnTheEngineThreadWithTheCallersThreadCount) {
+  auto enc = std::make_shared<SentenceEncoder>(SentenceEncoder::load(default_model_dir()));
+  const int before = get_num_threads();
+  set_num_threads(1);
+  std::thread::id engine_thread;
+  int engine_omp_threads = -1;
+  {
+    Engine engine(enc, {});
+    EXPECT_GT(engine.warm_up(8, 2), 0.0);
+    std::promise<void> done;
+    engine.submit(enc->tokenize({"hello"}), Task::embed, [&](EngineResult r) {
+      EXPECT_TRUE(r.error.empty()) << r.error;
+      engine_thread = std::this_thread::get_id();
+      engine_omp_threads = omp_get_max_threads();
+      done.set_value();
+    });
+    ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  }
+  set_num_threads(before);
+  EXPECT_NE(engine_thread, std::this_thread::get_id());
+  EXPECT_EQ(engine_omp_threads, 1);
 }
