@@ -35,9 +35,6 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# Python puts this script's directory (bench/) first on sys.path, where bench/tokenizers.py would shadow the
-# tokenizers package transformers imports: take it off.
-sys.path = [p for p in sys.path if pathlib.Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "python"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")  # infinity's telemetry

@@ -39,7 +39,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 ENCORE_BIN = pathlib.Path(os.environ.get("ENCORE_BIN", REPO / "build" / "encore"))
 sys.path.insert(0, str(REPO / "tests" / "tools"))
-from trained_tokenizers import build_all, training_texts  # noqa: E402  (shared with bench/tokenizers.py)
+from trained_tokenizers import build_all, training_texts  # noqa: E402  (shared with bench/tokenizer_speed.py)
 
 
 def load_corpus() -> list[str]:

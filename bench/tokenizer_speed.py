@@ -28,7 +28,7 @@ each; after one warm-up call per side, rounds continue until --budget seconds pe
 Reported: median texts/s and tokens/s per side and the ratio HF time / encore time (> 1: encore faster). The
 issue's target is encore >= 2x HF at equal threads.
 
-    PYTHONPATH=python python3 bench/tokenizers.py [--threads 1,2] [--tokenizers wordpiece,bpe] [--budget 4]
+    PYTHONPATH=python python3 bench/tokenizer_speed.py [--threads 1,2] [--tokenizers wordpiece,bpe] [--budget 4]
            [--json out.json]
 
 Hold the CPU lock while it runs (flock /tmp/encore-cpu.lock ...): the ratios are only meaningful on idle cores.
@@ -46,9 +46,6 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-# This file is named like the library it measures: drop its own directory from the path so that
-# `import tokenizers` finds Hugging Face's package, not this script.
-sys.path = [p for p in sys.path if pathlib.Path(p or ".").resolve() != pathlib.Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO / "tests" / "tools"))
 
 TOKENIZERS = ["wordpiece", "bpe", "unigram", "split_bpe", "bpe_onig"]
