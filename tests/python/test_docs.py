@@ -221,6 +221,36 @@ def test_model_families_page_lists_the_registered_types():
     assert table == registered, f"docs/model_families.md lists {sorted(table)}, the library registers {sorted(registered)}"
 
 
+def test_python_api_page_documents_every_export():
+    """Every name `encore` and its integration modules export is rendered by docs/python_api.md (a `:::`
+    directive of mkdocstrings for it or its module), or, for the two functools.partial helpers, named there.
+    An integration module's exports are its __all__, else its public classes (read from the source)."""
+    import ast
+
+    encore = require_encore()
+    page = (DOCS / "python_api.md").read_text(encoding="utf-8")
+    rendered = set(re.findall(r"^::: (\S+)$", page, re.M))
+    missing = []
+    for name in encore.__all__:
+        if name == "__version__":
+            continue
+        if name in {"train_classifier", "train_embedding"}:
+            if f"`encore.{name}(" not in page:
+                missing.append(f"encore.{name}")
+        elif f"encore._encore.{name}" not in rendered:
+            missing.append(f"encore.{name} (add '::: encore._encore.{name}')")
+    for source in sorted((ROOT / "python" / "encore" / "integrations").glob("[a-z]*.py")):
+        module = f"encore.integrations.{source.stem}"
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        exported = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)]
+        names = exported[0] if exported else [n.name for n in tree.body
+                                              if isinstance(n, ast.ClassDef) and not n.name.startswith("_")]
+        if module not in rendered:
+            missing += [f"{module}.{n}" for n in names if f"{module}.{n}" not in rendered]
+    assert not missing, f"docs/python_api.md does not render {missing}"
+
+
 FIGURE = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:x|%| ms| MB| MiB)?(?!\w|\.\d)")
 
 
@@ -243,6 +273,11 @@ def test_every_page_is_linked_from_the_home_page():
     pages = ({p.name for p in DOCS.glob("*.md")} | {mkdocs_bench_results.PAGE}) - {"index.md"}
     assert pages - linked == set(), f"docs/index.md does not link {sorted(pages - linked)}"
     assert linked - pages == set()
+
+
+def test_every_page_links_onwards():
+    bare = [p.name for p in DOCS.glob("*.md") if not re.search(r"\]\([a-z0-9_]+\.md(?:#[^)]*)?\)", p.read_text(encoding="utf-8"))]
+    assert not bare, f"pages that link to no other page: {bare}"
 
 
 def test_readme_links_the_documentation():
