@@ -31,6 +31,62 @@ std::string json_error(const std::string& message, const std::string& type) {
                                                                        nlohmann::json::error_handler_t::replace);
 }
 
+namespace {
+
+constexpr uint32_t kHeaderLimit = 64 * 1024;
+
+void set_limits(bhttp::request_parser<bhttp::string_body>& parser, int64_t payload_limit) {
+  parser.body_limit(static_cast<uint64_t>(payload_limit));
+  parser.header_limit(kHeaderLimit);
+}
+
+// The fields the router sees; the body is moved out of req.
+void take_request(bhttp::request<bhttp::string_body>& req, Request& out) {
+  out.method = std::string(req.method_string());
+  out.target = std::string(req.target());
+  out.path = out.target.substr(0, out.target.find('?'));
+  out.body = std::move(req.body());
+  out.authorization = std::string(req[bhttp::field::authorization]);
+  out.content_type = std::string(req[bhttp::field::content_type]);
+}
+
+std::string payload_limit_message(int64_t payload_limit) {
+  return "request body is larger than the payload limit of " + std::to_string(payload_limit) +
+         " bytes (--payload-limit)";
+}
+
+}  // namespace
+
+ParsedRequest parse_request(std::string_view bytes, int64_t payload_limit) {
+  ParsedRequest out;
+  bhttp::request_parser<bhttp::string_body> parser;
+  set_limits(parser, payload_limit);
+  parser.eager(true);
+  beast::error_code ec;
+  size_t used = 0;
+  while (!parser.is_done() && used < bytes.size()) {
+    const size_t n = parser.put(net::buffer(bytes.data() + used, bytes.size() - used), ec);
+    used += n;
+    if (ec == bhttp::error::need_more) {
+      ec = {};
+      if (n == 0) break;  // the bytes end inside the request
+      continue;
+    }
+    if (ec) break;
+  }
+  if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit) {
+    out.reject_status = 413;
+    out.reject_message = payload_limit_message(payload_limit);
+  } else if (ec) {
+    out.reject_status = 400;
+    out.reject_message = "malformed HTTP request: " + ec.message();
+  } else if (parser.is_done()) {
+    out.complete = true;
+    take_request(parser.get(), out.request);
+  }
+  return out;
+}
+
 struct Server::Impl {
   // Declared before the io_context so that they outlive it: destroying the io_context destroys pending
   // handlers, and with them sessions, which update `connections`.
@@ -87,8 +143,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void read_request() {
     parser_.emplace();
-    parser_->body_limit(static_cast<uint64_t>(server_.opt.payload_limit));
-    parser_->header_limit(64 * 1024);
+    set_limits(*parser_, server_.opt.payload_limit);
     stream_.expires_after(server_.opt.request_timeout);
     bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
@@ -109,9 +164,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit) {
       request_.method = std::string(parser_->get().method_string());
       request_.path = std::string(parser_->get().target());
-      return reject(413, json_error("request body is larger than the payload limit of " +
-                                        std::to_string(server_.opt.payload_limit) + " bytes (--payload-limit)",
-                                    "Validation"));
+      return reject(413, json_error(payload_limit_message(server_.opt.payload_limit), "Validation"));
     }
     if (ec) {
       if (ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category())
@@ -120,13 +173,8 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     replied_ = false;
     auto& req = parser_->get();
-    request_.method = std::string(req.method_string());
-    request_.target = std::string(req.target());
-    request_.path = request_.target.substr(0, request_.target.find('?'));
-    request_.body = std::move(req.body());
-    request_.authorization = std::string(req[bhttp::field::authorization]);
-    request_.content_type = std::string(req[bhttp::field::content_type]);
     keep_alive_ = req.keep_alive();
+    take_request(req, request_);
     if (server_.draining) {
       keep_alive_ = false;
       ++server_.in_flight;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace encore::cli::http {
@@ -65,5 +66,18 @@ class Server {
 };
 
 std::string json_error(const std::string& message, const std::string& type);
+
+// One request parsed from raw bytes with the server's parser settings (header limit 64 KiB, body limit
+// payload_limit) and the same mapping to Request the server does, without a socket: the request path of the fuzz
+// harness (tests/fuzz/fuzz_serve_request.cpp). complete: a whole request was read; otherwise reject_status is
+// what the server answers (400 malformed, 413 over a limit), or 0 when the bytes end before the request does (the
+// server would wait for more).
+struct ParsedRequest {
+  Request request;
+  bool complete = false;
+  int reject_status = 0;
+  std::string reject_message;
+};
+ParsedRequest parse_request(std::string_view bytes, int64_t payload_limit);
 
 }  // namespace encore::cli::http

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libdnnl-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libutf8proc-dev
               libboost-dev libonig-dev g++ cmake ninja-build pkg-config ccache
-              openmpi-bin libopenmpi-dev openjdk-17-jre-headless)
+              openmpi-bin libopenmpi-dev openjdk-17-jre-headless
+              clang libclang-rt-14-dev libomp-14-dev)  # clang + libFuzzer + its OpenMP runtime: tests/fuzz
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,3 +23,5 @@ echo "== stubs (python/encore/_encore/*.pyi = pybind11-stubgen of the module) an
 bash scripts/check_stubs.sh
 echo "== docs (mkdocs build --strict)"
 ${PYTHON:-python3} -m mkdocs build --strict -q
+echo "== fuzz (tests/fuzz: each libFuzzer harness 30 s on clang + ASan/UBSan; longer by hand: scripts/fuzz.sh)"
+bash scripts/fuzz.sh "${ENCORE_FUZZ_SECONDS:-30}"

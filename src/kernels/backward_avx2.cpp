@@ -6,9 +6,9 @@
 #include <cstdint>
 
 #include "kernels/backward.hpp"
+#include "kernels/isa_target.hpp"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+ENCORE_TARGET_BEGIN_AVX2
 
 namespace encore::kernels::bwd_avx2 {
 #include "kernels/simd/vec_avx2.inl"
@@ -17,7 +17,7 @@ namespace encore::kernels::bwd_avx2 {
 #include "kernels/simd/backward.inl"
 }  // namespace encore::kernels::bwd_avx2
 
-#pragma GCC pop_options
+ENCORE_TARGET_END
 
 namespace encore::kernels {
 BackwardKernelTable make_backward_avx2_table() {

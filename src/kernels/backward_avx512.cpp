@@ -9,9 +9,9 @@
 #include <cstdint>
 
 #include "kernels/backward.hpp"
+#include "kernels/isa_target.hpp"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")
+ENCORE_TARGET_BEGIN_AVX512
 
 namespace encore::kernels::bwd_avx512 {
 #include "kernels/simd/vec_avx512.inl"
@@ -20,7 +20,7 @@ namespace encore::kernels::bwd_avx512 {
 #include "kernels/simd/backward.inl"
 }  // namespace encore::kernels::bwd_avx512
 
-#pragma GCC pop_options
+ENCORE_TARGET_END
 
 namespace encore::kernels {
 BackwardKernelTable make_backward_avx512_table() {

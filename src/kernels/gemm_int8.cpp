@@ -41,6 +41,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/onednn.hpp"
 #include "runtime/parallel.hpp"
+#include "kernels/isa_target.hpp"
 
 namespace encore::kernels {
 
@@ -236,25 +237,23 @@ void gemm_u8s8s32_ref(int32_t* acc, const uint8_t* a, const int8_t* w, int64_t M
 
 // ---------------- SIMD instantiations (as isa_avx512.cpp / isa_avx2.cpp) ----------------
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")
+ENCORE_TARGET_BEGIN_AVX512
 namespace encore::kernels::int8_avx512 {
 #include "kernels/simd/vec_avx512.inl"
 #include "kernels/simd/math.inl"
 #include "kernels/simd/int8_vec_avx512.inl"
 #include "kernels/simd/int8.inl"
 }  // namespace encore::kernels::int8_avx512
-#pragma GCC pop_options
+ENCORE_TARGET_END
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+ENCORE_TARGET_BEGIN_AVX2
 namespace encore::kernels::int8_avx2 {
 #include "kernels/simd/vec_avx2.inl"
 #include "kernels/simd/math.inl"
 #include "kernels/simd/int8_vec_avx2.inl"
 #include "kernels/simd/int8.inl"
 }  // namespace encore::kernels::int8_avx2
-#pragma GCC pop_options
+ENCORE_TARGET_END
 
 namespace encore::kernels {
 

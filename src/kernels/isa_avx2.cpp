@@ -7,9 +7,9 @@
 #include <cstdint>
 
 #include "kernels/kernels.hpp"
+#include "kernels/isa_target.hpp"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+ENCORE_TARGET_BEGIN_AVX2
 
 namespace encore::kernels::avx2 {
 #include "kernels/simd/vec_avx2.inl"
@@ -18,7 +18,7 @@ namespace encore::kernels::avx2 {
 #include "kernels/simd/attention_fused.inl"
 }  // namespace encore::kernels::avx2
 
-#pragma GCC pop_options
+ENCORE_TARGET_END
 
 namespace encore::kernels {
 KernelTable make_avx2_table() {

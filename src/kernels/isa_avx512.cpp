@@ -10,9 +10,9 @@
 #include <cstdint>
 
 #include "kernels/kernels.hpp"
+#include "kernels/isa_target.hpp"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")
+ENCORE_TARGET_BEGIN_AVX512
 
 namespace encore::kernels::avx512 {
 #include "kernels/simd/vec_avx512.inl"
@@ -21,7 +21,7 @@ namespace encore::kernels::avx512 {
 #include "kernels/simd/attention_fused.inl"
 }  // namespace encore::kernels::avx512
 
-#pragma GCC pop_options
+ENCORE_TARGET_END
 
 namespace encore::kernels {
 KernelTable make_avx512_table() {

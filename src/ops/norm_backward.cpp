@@ -54,7 +54,8 @@ NormShapes check_norm(const char* op, const Tensor& dout, const Tensor& x, const
 
 void layernorm_backward(Tensor* dx, Tensor* dweight, Tensor* dbias, const Tensor& dout, const Tensor& mean,
                         const Tensor& rstd, const Tensor& x, const Tensor& weight) {
-  const auto [rows, C] = check_norm("layer_norm", dout, x, weight, &mean, rstd, dweight);
+  const NormShapes rows_cols = check_norm("layer_norm", dout, x, weight, &mean, rstd, dweight);
+  const int64_t rows = rows_cols.rows, C = rows_cols.C;  // not a structured binding: clang 14 cannot capture one
   if (dbias) detail::check_grad(*dbias, "layer_norm dbias", {C});
   Tensor xc = x.contiguous(), gc = dout.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
   Tensor din = Tensor::empty(x.shape());  // the kernel always writes dinp
@@ -79,7 +80,8 @@ void layernorm_backward(Tensor* dx, Tensor* dweight, Tensor* dbias, const Tensor
 
 void rmsnorm_backward(Tensor* dx, Tensor* dweight, const Tensor& dout, const Tensor& rstd, const Tensor& x,
                       const Tensor& weight) {
-  const auto [rows, C] = check_norm("rms_norm", dout, x, weight, nullptr, rstd, dweight);
+  const NormShapes rows_cols = check_norm("rms_norm", dout, x, weight, nullptr, rstd, dweight);
+  const int64_t rows = rows_cols.rows, C = rows_cols.C;
   Tensor xc = x.contiguous(), gc = dout.contiguous(), rc = rstd.contiguous();
   Tensor din = Tensor::empty(x.shape());
   const int64_t R = rows_per_block(rows), nb = detail::num_blocks(rows, R);

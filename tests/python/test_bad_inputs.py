@@ -24,7 +24,8 @@ import transformers as T
 import encore
 from train_data import MINILM, TOKENIZER_FILES
 
-BIN = pathlib.Path(__file__).resolve().parents[2] / "build" / "encore"
+# $ENCORE_BIN: scripts/test_sanitizers.sh runs the CLI cases through the ASan+UBSan build.
+BIN = pathlib.Path(os.environ.get("ENCORE_BIN", pathlib.Path(__file__).resolve().parents[2] / "build" / "encore"))
 TIMEOUT = 60  # seconds; a hang fails the case
 
 

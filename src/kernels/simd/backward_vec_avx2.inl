@@ -1,5 +1,5 @@
 // AVX2 primitives the backward kernel bodies (simd/backward.inl) need beyond simd/vec_avx2.inl. Included
-// inside namespace encore::kernels::bwd_avx2 under #pragma GCC target(avx2,fma), see backward_avx2.cpp.
+// inside namespace encore::kernels::bwd_avx2 under ENCORE_TARGET_BEGIN_AVX2 (kernels/isa_target.hpp), see backward_avx2.cpp.
 
 // x > 0 ? a : 0 (lane-wise; NaN x gives 0)
 inline Vec where_positive(Vec x, Vec a) {

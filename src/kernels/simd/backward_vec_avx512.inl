@@ -1,5 +1,5 @@
 // AVX-512 primitives the backward kernel bodies (simd/backward.inl) need beyond simd/vec_avx512.inl. Included
-// inside namespace encore::kernels::bwd_avx512 under #pragma GCC target(avx512...), see backward_avx512.cpp.
+// inside namespace encore::kernels::bwd_avx512 under ENCORE_TARGET_BEGIN_AVX512 (kernels/isa_target.hpp), see backward_avx512.cpp.
 
 // x > 0 ? a : 0 (lane-wise; NaN x gives 0)
 inline Vec where_positive(Vec x, Vec a) {

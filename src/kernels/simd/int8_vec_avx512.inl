@@ -1,5 +1,5 @@
 // AVX-512 integer primitives the int8 kernel bodies (simd/int8.inl) need beyond simd/vec_avx512.inl. Included
-// inside namespace encore::kernels::int8_avx512 under #pragma GCC target(avx512...), see gemm_int8.cpp.
+// inside namespace encore::kernels::int8_avx512 under ENCORE_TARGET_BEGIN_AVX512 (kernels/isa_target.hpp), see gemm_int8.cpp.
 
 // float(acc[i] - zp·wsum[i]) for kWidth lanes (int32 arithmetic is exact: see the K limit in gemm_int8.cpp)
 inline Vec compensated_i32_to_f32(const int32_t* acc, const int32_t* wsum, int32_t zp) {

@@ -1,5 +1,5 @@
 // 8 x f32 vector for the AVX2+FMA instantiation of simd/*.inl. Included inside namespace
-// encore::kernels::avx2 under #pragma GCC target(avx2,fma), see isa_avx2.cpp.
+// encore::kernels::avx2 under ENCORE_TARGET_BEGIN_AVX2 (kernels/isa_target.hpp), see isa_avx2.cpp.
 struct Vec {
   __m256 v;
 };

@@ -1,5 +1,5 @@
 // 16 x f32 vector for the AVX-512 instantiation of simd/*.inl. Included inside namespace
-// encore::kernels::avx512 under #pragma GCC target(avx512...), see isa_avx512.cpp.
+// encore::kernels::avx512 under ENCORE_TARGET_BEGIN_AVX512 (kernels/isa_target.hpp), see isa_avx512.cpp.
 struct Vec {
   __m512 v;
 };
