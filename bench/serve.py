@@ -250,15 +250,22 @@ def summarize(lat, codes, tokens, wall):
             "p99_ms": pct(lat, 0.99) * 1e3, "ok": len(lat), "codes": {str(k): v for k, v in codes.items()}}
 
 
-async def open_loop(port, texts, rate, seconds, max_conns=2048, sample=None):
+async def open_loop(port, texts, rate, seconds, max_conns=2048, sample=None, counters=None):
     """Requests started at `rate` per second whatever the server does; each on a free keep-alive connection
-    (a new one when all are busy, up to max_conns). Returns per-request (start offset, status, latency)."""
+    (a new one when all are busy, up to max_conns). Returns per-request (start offset, status, latency).
+
+    A kept-alive connection the server closed while it sat idle (--idle-timeout) fails before any byte of a reply
+    arrives; like HTTP client libraries, the request is then sent once more on a new connection, and counted in
+    counters["reopened"]. Any other failure is status -1."""
     records, idle, open_conns = [], [], [0]
+    counters = counters if counters is not None else {}
+    counters.setdefault("reopened", 0)
     t_start = time.perf_counter()
     n = int(rate * seconds)
 
     async def one(i):
         c = idle.pop() if idle else None
+        reused = c is not None
         if c is None:
             if open_conns[0] >= max_conns:
                 records.append((time.perf_counter() - t_start, -2, 0.0))
@@ -266,8 +273,16 @@ async def open_loop(port, texts, rate, seconds, max_conns=2048, sample=None):
             open_conns[0] += 1
             c = Conn(port)
         t0 = time.perf_counter()
+        body = body_for(texts[i % len(texts)])
         try:
-            status, _ = await c.post("/embeddings", body_for(texts[i % len(texts)]))
+            try:
+                status, _ = await c.post("/embeddings", body)
+            except ConnectionError as e:
+                if not (reused and str(e) == "closed"):  # "closed": EOF before the status line
+                    raise
+                c.close()
+                counters["reopened"] += 1
+                status, _ = await c.post("/embeddings", body)  # Conn reconnects after close()
             idle.append(c)
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
             status = -1
@@ -446,6 +461,17 @@ def overload(args):
         s.stop()
 
 
+def allocator_cached_mb(port):
+    """encore_allocator_cached_bytes from /metrics, in MB (freed tensor storage the server keeps for reuse)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("encore_allocator_cached_bytes "):
+                return float(line.split()[1]) / 2**20
+    return float("nan")
+
+
 def soak(args):
     from transformers import AutoTokenizer
 
@@ -454,10 +480,15 @@ def soak(args):
     s = start_encore(mdir)
     try:
         rate = asyncio.run(closed_loop(s.port, texts, lengths, 64, 10))["texts_per_s"]
-        rss = []
+        rss, cached = [], []
         t0 = time.time()
-        recs = asyncio.run(open_loop(s.port, texts, rate * 0.7, args.seconds,
-                                     sample=lambda: rss.append((time.time() - t0, s.rss_mb()))))
+
+        def sample():
+            rss.append((time.time() - t0, s.rss_mb()))
+            cached.append((time.time() - t0, allocator_cached_mb(s.port)))
+
+        counters = {}
+        recs = asyncio.run(open_loop(s.port, texts, rate * 0.7, args.seconds, sample=sample, counters=counters))
         codes = {}
         for r in recs:
             codes[r[1]] = codes.get(r[1], 0) + 1
@@ -469,6 +500,13 @@ def soak(args):
                "p99_ms": pct([r[2] * 1e3 for r in recs if r[1] == 200], 0.99)}
         if first and last:
             res["rss_growth"] = res["rss_mb_last_40s"] / res["rss_mb_20_60s"] - 1
+        res["reopened_idle_connections"] = counters["reopened"]
+        # About every 30 s: (second, resident MB, MB of it that is the tensor allocator's cache of freed blocks).
+        res["trajectory"], last_slot = [], -1
+        for (t, m), (_, c) in zip(rss, cached):
+            if int(t) // 30 != last_slot:
+                last_slot = int(t) // 30
+                res["trajectory"].append((round(t), round(m, 1), round(c, 1)))
         print(json.dumps(res, indent=1))
         pathlib.Path(args.out).write_text(json.dumps(res, indent=1))
     finally:
