@@ -6,21 +6,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "apps/common.hpp"
 #include "encore/files.hpp"
+#include "encore/records.hpp"
 #include "encore/runtime.hpp"
 #include "encore/sentence_encoder.hpp"
+#include "encore/similarity.hpp"
 
 namespace encore::cli {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 // Varied on purpose: ordinary sentences, a question, code, numbers, non-Latin scripts, emoji, and the
 // degenerate inputs (empty, punctuation only) whose embedding is mostly the special tokens' - the hardest
@@ -62,32 +60,10 @@ const std::vector<std::string> kDefaultCorpus = {
     "every other one, which made them the dominant architecture for language tasks within a few years of 2017.",
 };
 
-std::vector<std::string> read_corpus(const std::string& file, const std::string& field) {
-  check_readable_file(file, "corpus file");
-  std::ifstream in(file, std::ios::binary);
-  ENCORE_CHECK_AS(InputError, in.good(), "cannot read corpus file '", file, "'");
-  const bool jsonl = fs::path(file).extension() == ".jsonl";
+std::vector<std::string> read_corpus(const std::string& file, RecordFormat format, const std::string& field) {
+  RecordReader in(file, format, {.allow_non_objects = false, .what = "corpus file"});
   std::vector<std::string> texts;
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!jsonl) {
-      texts.push_back(line);
-      continue;
-    }
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(detail::concat(file, ":", line_no, ": not valid JSON: ", e.what()));
-    }
-    ENCORE_CHECK(j.is_object() && j.contains(field) && j[field].is_string(), file, ":", line_no,
-                 ": expected an object with a string field '", field, "'");
-    texts.push_back(j[field].get<std::string>());
-  }
+  for (Record r; in.next(r);) texts.push_back(in.field(r, field));
   return texts;
 }
 
@@ -95,7 +71,7 @@ std::vector<std::string> read_corpus(const std::string& file, const std::string&
 
 void register_accuracy(CLI::App& app) {
   struct Args {
-    std::string model, reference, dtype, input, field = "text";
+    std::string model, reference, dtype, input, input_format, field = "text";
     int64_t batch_size = 32;
     int threads = 0;
     bool json = false;
@@ -104,17 +80,19 @@ void register_accuracy(CLI::App& app) {
   auto* cmd = app.add_subcommand("accuracy", "cosine of a dtype's embeddings to fp32's on a corpus (min, mean, p1)");
   cmd->add_option("--model", a.model, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--reference", a.reference, "fp32 reference model directory (default: --model)");
-  cmd->add_option("--dtype", a.dtype, "dtype to compare with fp32: bf16 or int8")->check(DTypeName())->required();
-  cmd->add_option("-i,--input", a.input, "corpus: .jsonl (text in --field) or a text file, one text per line "
-                                         "(default: 32 built-in varied texts)");
-  cmd->add_option("--field", a.field, "JSONL field holding the text")->capture_default_str();
+  cmd->add_option("--dtype", a.dtype, "dtype to compare with fp32: bf16 or int8")
+      ->check(CLI::IsMember({"bf16", "bfloat16", "int8"}))
+      ->required();
+  add_input_options(*cmd, a.input, a.input_format, a.field, nullptr);  // default corpus: 32 built-in varied texts
   cmd->add_option("--batch-size", a.batch_size, "texts per forward pass")->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))->capture_default_str();
   add_threads_option(*cmd, a.threads);
   cmd->add_flag("--json", a.json, "print one JSON object instead of text");
-  cmd->callback([] {
-    if (a.threads > 0) set_num_threads(a.threads);
+  cmd->callback([cmd] {
+    const RecordFormat format = checked_input_format(*cmd, a.input, a.input_format, a.field);
+    apply_threads(a.threads);
     const DType dtype = parse_dtype(a.dtype);
-    const std::vector<std::string> texts = a.input.empty() ? kDefaultCorpus : read_corpus(a.input, a.field);
+    const std::vector<std::string> texts =
+        a.input.empty() ? kDefaultCorpus : read_corpus(a.input, format, a.field);
     ENCORE_CHECK(!texts.empty(), "the corpus '", a.input, "' has no texts");
     const std::string model = a.model.empty() ? default_model_dir() : a.model;
     const std::string reference = a.reference.empty() ? model : a.reference;
@@ -124,19 +102,9 @@ void register_accuracy(CLI::App& app) {
     const Tensor got = SentenceEncoder::load(model, dtype).encode(texts, opt);
     ENCORE_CHECK(ref.shape() == got.shape(), "the reference gives embeddings ", ref.shape_str(), ", the model ",
                  got.shape_str());
-    const int64_t n = ref.size(0), C = ref.size(1);
-    std::vector<double> cos(n);
-    for (int64_t i = 0; i < n; ++i) {
-      const float* x = ref.data<float>() + i * C;
-      const float* y = got.data<float>() + i * C;
-      double d = 0, nx = 0, ny = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        d += double(x[c]) * y[c];
-        nx += double(x[c]) * x[c];
-        ny += double(y[c]) * y[c];
-      }
-      cos[i] = nx > 0 && ny > 0 ? d / std::sqrt(nx * ny) : (nx == ny ? 1.0 : 0.0);
-    }
+    const Tensor cosines = pairwise_cos_sim(ref, got);
+    const int64_t n = ref.size(0);
+    const std::vector<double> cos(cosines.data<float>(), cosines.data<float>() + n);
     std::vector<double> sorted = cos;
     std::sort(sorted.begin(), sorted.end());
     double mean = 0;

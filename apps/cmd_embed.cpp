@@ -2,18 +2,26 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "apps/common.hpp"
 #include "encore/files.hpp"
 #include "encore/runtime.hpp"
+#include "encore/records.hpp"
 #include "encore/sentence_encoder.hpp"
 #include "encore/shard.hpp"
+#include "encore/similarity.hpp"
 
 namespace encore::cli {
 
@@ -22,121 +30,61 @@ using Json = nlohmann::json;
 
 namespace {
 
-// Texts from the arguments, or from FILE: one per line, or JSONL objects with a "text" field (.jsonl/.json
-// extension or --jsonl). Lines are kept byte for byte (a trailing \r is dropped); empty lines are texts too.
-std::vector<std::string> read_inputs(const std::vector<std::string>& args, const std::string& file, bool jsonl,
-                                     const std::string& field) {
-  std::vector<std::string> texts = args;
-  if (file.empty()) return texts;
-  ENCORE_CHECK_AS(UsageError, args.empty(), "give texts as arguments or with -i FILE, not both");
-  if (file != "-") check_readable_file(file, "input file", /*allow_pipe=*/true);  // a directory, a FIFO, a symlink loop: named
-  std::ifstream in(file == "-" ? "/dev/stdin" : file, std::ios::binary);
-  ENCORE_CHECK_AS(InputError, in.good(), "cannot read input file '", file, "'");
-  const bool as_json = jsonl || fs::path(file).extension() == ".jsonl";
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!as_json) {
-      texts.push_back(line);
-      continue;
-    }
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    Json j;
-    try {
-      j = Json::parse(line);
-    } catch (const Json::exception& e) {
-      throw InputError(detail::concat(file, ":", line_no, ": not valid JSON: ", e.what()));
-    }
-    ENCORE_CHECK_AS(InputError, j.is_object() && j.contains(field) && j[field].is_string(), file, ":", line_no,
-                 ": expected an object with a string field '", field, "'");
-    texts.push_back(j[field].get<std::string>());
-  }
-  return texts;
-}
-
-// .npy v1.0, little-endian float32, C order.
-void write_npy(std::ostream& out, const Tensor& t) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(t.size(0)) + ", " +
-                       std::to_string(t.size(1)) + "), }";
-  const size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
-  header.push_back('\n');
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.put(static_cast<char>(len & 0xff));
-  out.put(static_cast<char>(len >> 8));
-  out << header;
-  out.write(reinterpret_cast<const char*>(t.data<float>()), static_cast<std::streamsize>(t.numel() * sizeof(float)));
-}
-
-std::string json_text(const std::string& s) {
-  return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);  // invalid UTF-8 shown as U+FFFD
-}
-
-// One JSON object per record: {"index": i, "text": ..., "embedding": [...]}, i the record's index in the input.
-void append_json_records(std::string& out, const std::vector<std::string>& texts, int64_t first_index,
-                         const Tensor& emb, const char* separator) {
-  const int64_t C = emb.size(1);
-  char buf[32];
-  for (int64_t i = 0; i < emb.size(0); ++i) {
-    out += "{\"index\": " + std::to_string(first_index + i) + ", \"text\": " + json_text(texts[first_index + i]) +
-           ", \"embedding\": [";
-    for (int64_t c = 0; c < C; ++c) {
-      const float v = emb.data<float>()[i * C + c];
-      if (std::isfinite(v))
-        std::snprintf(buf, sizeof buf, "%.9g", v);
-      else
-        std::snprintf(buf, sizeof buf, "null");  // --allow-nonfinite: JSON has no NaN/Inf
-      if (c) out += ", ";
-      out += buf;
-    }
-    out += "]}";
-    out += separator;
-  }
-}
-
-// .npy or a JSON array of the records [first_index, first_index + emb.size(0)) (stdout when path is empty or "-").
-void write_embeddings(const std::string& path, const std::vector<std::string>& texts, int64_t first_index,
-                      const Tensor& emb) {
-  auto write_json = [&](std::ostream& out) {
-    std::string body;
-    append_json_records(body, texts, first_index, emb, ",\n ");
-    if (!body.empty()) body.resize(body.size() - 3);  // no separator after the last record
-    out << "[" << (body.empty() ? "" : "\n ") << body << "\n]\n";
-  };
-  if (path.empty() || path == "-") {
-    write_json(std::cout);  // checked by main (check_stdout_written)
-    return;
-  }
-  const std::string ext = fs::path(path).extension().string();
-  // A temporary file renamed over the target: an existing output is never left half-written, a failed write
-  // (full disk, -o naming a directory) leaves nothing behind.
-  write_file_atomically(path, [&](std::ostream& out) {
-    if (ext == ".npy")
-      write_npy(out, emb);
-    else
-      write_json(out);
-  });
-}
+enum class OutputFormat { json, jsonl, csv, npy };
 
 struct EmbedArgs {
   std::vector<std::string> texts;
-  std::string input, output, model, field = "text", dtype = "fp32";
+  std::string input, input_format, output, format, model, field = "text", dtype = "fp32";
   bool jsonl = false, normalize = false, no_normalize = false, no_truncation = false, quiet = false;
   bool allow_nonfinite = false;
   int64_t batch_size = 32, max_length = 0;
   int threads = 0;
-  std::string shard;          // "I/N" (embed only)
-  int64_t block = 1024;       // records encoded together (embed only)
-  bool resume = false;        // (embed only)
+  std::string shard;     // "I/N" (embed only)
+  int64_t block = 1024;  // records encoded together (embed only)
+  bool resume = false;   // (embed only)
 };
+
+
+OutputFormat output_format(const EmbedArgs& a) {
+  std::string f = a.format;
+  if (f.empty()) {
+    if (a.output.empty() || a.output == "-") return OutputFormat::json;
+    f = fs::path(a.output).extension().string();
+    if (!f.empty()) f.erase(0, 1);
+    ENCORE_CHECK_AS(UsageError, f == "json" || f == "jsonl" || f == "csv" || f == "npy", "output '", a.output,
+                    "': use a .npy, .jsonl, .json or .csv file name, or say --format");
+  }
+  if (f == "jsonl") return OutputFormat::jsonl;
+  if (f == "csv") return OutputFormat::csv;
+  if (f == "npy") return OutputFormat::npy;
+  return OutputFormat::json;
+}
+
+// Everything the options say, checked before a model is loaded or a file is written (usage errors, exit 2).
+void validate(const EmbedArgs& a, CLI::App* cmd) {
+  parse_inference_dtype(a.dtype);
+  ENCORE_CHECK_AS(UsageError, !a.texts.empty() || !a.input.empty(),
+                  "nothing to embed: give texts as arguments, with -i FILE, or on standard input");
+  checked_input_format(*cmd, a.input, a.input_format, a.field, a.jsonl);
+  ENCORE_CHECK_AS(UsageError, a.input.empty() || a.texts.empty(), "give texts as arguments or with -i FILE, not both");
+  const bool to_file = !a.output.empty() && a.output != "-";
+  ENCORE_CHECK_AS(UsageError, !to_file || a.input.empty() || a.input == "-" ||
+                                  fs::weakly_canonical(a.output) != fs::weakly_canonical(a.input),
+                  "output '", a.output, "' would overwrite the input");
+  std::error_code ec;
+  ENCORE_CHECK_AS(UsageError, !to_file || !fs::is_directory(a.output, ec), "output '", a.output,
+                  "' is a directory; give a file name");
+  const OutputFormat f = output_format(a);
+  ENCORE_CHECK_AS(UsageError, f != OutputFormat::npy || to_file, "--format npy needs an output file (-o FILE.npy)");
+  ENCORE_CHECK_AS(UsageError, !a.resume || (f == OutputFormat::jsonl && to_file),
+                  "--resume needs a .jsonl output (-o FILE.jsonl), which is written block by block");
+}
 
 void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
   cmd->add_option("--model", a.model, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--batch-size", a.batch_size, "texts per forward pass")->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))->capture_default_str();
-  cmd->add_option("--max-length", a.max_length, "truncate to this many tokens (default: the model's max_seq_length)")
+  cmd->add_option("--max-length", a.max_length, "truncate to this many tokens (default: the model's max_seq_length; "
+                  "more than the model's limit is lowered to it, with a note)")
       ->check(CLI::Range(int64_t{1}, int64_t{1 << 20}));
   auto* n = cmd->add_flag("--normalize", a.normalize, "L2-normalise embeddings");
   auto* nn = cmd->add_flag("--no-normalize", a.no_normalize, "do not normalise (default: what the model's pipeline says)");
@@ -145,14 +93,13 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
   add_threads_option(*cmd, a.threads);
   cmd->add_flag("--allow-nonfinite", a.allow_nonfinite, "write NaN/Inf embeddings instead of failing (JSON gets "
                 "null for them); by default a forward producing NaN/Inf is an error naming the module");
-  cmd->add_option("--dtype", a.dtype, "encoder GEMMs: fp32, bf16 or int8 (docs/quantization.md)")
-      ->check(DTypeName())
-      ->capture_default_str();
+  add_dtype_option(*cmd, a.dtype, "encoder GEMMs: fp32, bf16 or int8 (docs/quantization.md)");
+  if (with_io) add_input_options(*cmd, a.input, a.input_format, a.field, &a.jsonl);
   if (with_io) {
-    cmd->add_option("-i,--input", a.input, "text file, one text per line ('-' for stdin), or JSONL with --jsonl/.jsonl");
-    cmd->add_flag("--jsonl", a.jsonl, "read -i as JSONL objects");
-    cmd->add_option("--field", a.field, "JSONL field holding the text")->capture_default_str();
-    cmd->add_option("-o,--output", a.output, "output .npy, .jsonl or .json (default: JSON on stdout)");
+    cmd->add_option("-o,--output", a.output, "output file: .npy, .jsonl, .json or .csv (default: JSON on stdout); "
+                    "JSONL/CSV input records keep their fields (e.g. an id) beside the embedding");
+    cmd->add_option("--format", a.format, "output format: json, jsonl, csv or npy (default: from the -o extension)")
+        ->check(CLI::IsMember({"json", "jsonl", "csv", "npy"}));
     cmd->add_flag("-q,--quiet", a.quiet, "no progress bar");
     cmd->add_option("--shard", a.shard, "I/N: embed only shard I of N (0 <= I < N): a contiguous run of whole "
                     "blocks; the N outputs concatenated in shard order equal one unsharded run (docs/scale.md)")
@@ -167,7 +114,9 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
             },
             "I/N"));
     cmd->add_option("--block", a.block, "records encoded together (sorted by length and batched within a block, "
-                    "so a record's vector does not depend on the shard; a .jsonl output is fsynced per block)")
+                    "so a record's vector does not depend on the shard; a .jsonl output is fsynced per block; "
+                    "standard input without --shard/--resume: default --batch-size, so each batch is written as "
+                    "soon as it is embedded)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
         ->capture_default_str();
     cmd->add_flag("--resume", a.resume, "continue an interrupted run into the same .jsonl output: whole blocks "
@@ -175,101 +124,289 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
   }
 }
 
+// One input text and the record it came from (JSONL/CSV: its fields are carried into the output).
+struct Item {
+  std::string text;
+  std::vector<RecordField> fields;  // empty for positional texts and plain text lines
+};
+
+// Where the texts come from: positional arguments, or -i FILE / '-' / a pipe, read one record at a time.
+class InputSource {
+ public:
+  InputSource(const EmbedArgs& a, RecordFormat format) : args_(a.texts), field_(a.field) {
+    if (a.input.empty()) return;
+    reader_.emplace(a.input, format,
+                    RecordReader::Options{.allow_non_objects = false, .what = "input file", .allow_pipe = true});
+  }
+  // Up to `max` items; empty at the end.
+  std::vector<Item> next(size_t max) {
+    std::vector<Item> out;
+    while (out.size() < max && pos_ < args_.size()) out.push_back({args_[pos_++], {}});
+    if (!reader_) return out;
+    for (Record r; out.size() < max && reader_->next(r);) {
+      Item it{reader_->field(r, field_), {}};
+      if (reader_->format() != RecordFormat::text) {
+        std::erase_if(r.fields, [&](const RecordField& f) { return replaced(f.name); });
+        it.fields = std::move(r.fields);
+      }
+      out.push_back(std::move(it));
+    }
+    return out;
+  }
+  bool streaming() const { return reader_ && reader_->path() == "<stdin>"; }
+
+ private:
+  // The output names each record "index" (its position in the input, which --resume checks) and its vector
+  // "embedding" (CSV: embedding_0, embedding_1, ...): input fields of those names (an earlier run's output read
+  // back) are replaced by this run's, with a note the first time.
+  bool replaced(const std::string& name) {
+    const bool ours = name == "index" || name == "embedding" ||
+                      (name.starts_with("embedding_") && name.size() > 10 &&
+                       name.find_first_not_of("0123456789", 10) == std::string::npos);
+    if (ours && !noted_) {
+      note("the input's field '", name, "' (and any other named index, embedding or embedding_N) is replaced by "
+           "the one encore embed writes: the record's position and its new embedding");
+      noted_ = true;
+    }
+    return ours;
+  }
+
+  bool noted_ = false;
+  std::vector<std::string> args_;
+  std::string field_;
+  size_t pos_ = 0;
+  std::optional<RecordReader> reader_;
+};
+
+// .npy v1.0 header for float32 (rows, cols), C order; the data follows it.
+std::string npy_header(int64_t rows, int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  // Padded to 128 bytes in all (the format allows any multiple of 64): the header written first with 0 rows
+  // and the final one have the same length.
+  header.append(128 - 10 - 1 - header.size(), ' ');
+  header.push_back('\n');
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(len & 0xff) + static_cast<char>(len >> 8) + header;
+}
+
+std::string json_text(const std::string& s) {
+  return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);  // invalid UTF-8 shown as U+FFFD
+}
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// Writes embeddings block by block as they come. Each record is its index in the whole input (what --shard and
+// --resume rely on), then the input record's fields (JSONL/CSV input) or its text, then the embedding:
+//   json   an array of {"index": i, ..., "embedding": [...]}
+//   jsonl  one such object per line; a file is appended to and fsynced per block (include/encore/shard.hpp)
+//   csv    columns index, the input's columns (or text), embedding_0..embedding_{C-1}
+//   npy    float32 (rows, C), the row count written at the end (the stream must be a seekable file)
+// NaN/Inf (--allow-nonfinite) are null in JSON, nan/inf in CSV. Where the bytes go and how failed writes are
+// reported is the caller's: stdout (checked by main), write_file_atomically, or a BlockAppender.
+class OutputSink {
+ public:
+  OutputSink(std::ostream* out, BlockAppender* appender, OutputFormat format)
+      : out_(out), appender_(appender), format_(format) {}
+
+  // The embeddings of items, the first of which is record `first_index` of the input.
+  void write(const std::vector<Item>& items, int64_t first_index, const Tensor& emb) {
+    const int64_t C = emb.size(1);
+    const float* e = emb.data<float>();
+    if (format_ == OutputFormat::npy) {
+      if (rows_ == 0) *out_ << npy_header(0, C);  // rewritten with the row count at the end
+      out_->write(reinterpret_cast<const char*>(e), static_cast<std::streamsize>(emb.numel() * sizeof(float)));
+      rows_ += emb.size(0), cols_ = C;
+      return;
+    }
+    std::string buf;
+    char num[32];
+    auto number = [&](float v, const char* separator) {
+      if (std::isfinite(v) || format_ == OutputFormat::csv)
+        std::snprintf(num, sizeof num, "%s%.9g", separator, v);
+      else
+        std::snprintf(num, sizeof num, "%snull", separator);  // JSON has no NaN/Inf
+      buf += num;
+    };
+    for (size_t i = 0; i < items.size(); ++i, ++rows_) {
+      const Item& it = items[i];
+      const std::string index = std::to_string(first_index + static_cast<int64_t>(i));
+      if (format_ == OutputFormat::csv) {
+        if (rows_ == 0) {
+          buf += "index";
+          if (it.fields.empty()) buf += ",text";
+          for (const RecordField& f : it.fields) buf += "," + csv_cell(f.name);
+          for (int64_t c = 0; c < C; ++c) buf += ",embedding_" + std::to_string(c);
+          buf += "\n";
+        }
+        buf += index;
+        if (it.fields.empty()) buf += "," + csv_cell(it.text);
+        for (const RecordField& f : it.fields) buf += "," + csv_cell(f.value);
+        for (int64_t c = 0; c < C; ++c) number(e[i * C + c], ",");
+        buf += "\n";
+        continue;
+      }
+      const bool lines = format_ == OutputFormat::jsonl;
+      buf += lines ? "" : rows_ ? ",\n " : "[\n ";
+      buf += "{\"index\": " + index;
+      if (it.fields.empty()) buf += ", \"text\": " + json_text(it.text);
+      for (const RecordField& f : it.fields) buf += ", " + json_text(f.name) + ": " + f.json;
+      buf += ", \"embedding\": [";
+      for (int64_t c = 0; c < C; ++c) number(e[i * C + c], c ? ", " : "");
+      buf += lines ? "]}\n" : "]}";
+    }
+    if (appender_) {
+      appender_->append(buf);
+      appender_->sync();  // a killed run keeps every whole block (--resume)
+      return;
+    }
+    *out_ << buf;
+    out_->flush();  // a reader on the other end of a pipe sees each block as soon as it is embedded
+  }
+
+  // dimension: the embedding size, for the header of an empty .npy (an empty shard is a (0, C) array).
+  void finish(int64_t dimension) {
+    if (appender_) return;
+    if (format_ == OutputFormat::json) *out_ << (rows_ ? "\n]\n" : "[]\n");
+    if (format_ == OutputFormat::npy) {
+      if (rows_ == 0) *out_ << npy_header(0, cols_ = dimension);
+      out_->seekp(0);
+      *out_ << npy_header(rows_, cols_);  // same length: the header is padded to 128 bytes either way
+      out_->seekp(0, std::ios::end);
+    }
+    out_->flush();
+  }
+
+ private:
+  std::ostream* out_;
+  BlockAppender* appender_;
+  OutputFormat format_;
+  int64_t rows_ = 0, cols_ = 0;
+};
+
 SentenceEncoder load_encoder(const EmbedArgs& a) {
-  if (a.threads > 0) set_num_threads(a.threads);
+  apply_threads(a.threads);
   SentenceEncoder enc = SentenceEncoder::load(a.model.empty() ? default_model_dir() : a.model, parse_dtype(a.dtype));
-  if (a.max_length > 0) enc.set_max_seq_length(std::min<int64_t>(a.max_length, enc.model().max_sequence_length()));
+  if (a.max_length > 0) {
+    const int64_t limit = enc.model().max_sequence_length();
+    if (a.max_length > limit)
+      note("--max-length ", a.max_length, " is more than the model's limit of ", limit, " tokens: using ", limit);
+    enc.set_max_seq_length(std::min<int64_t>(a.max_length, limit));
+  }
   return enc;
 }
 
-EncodeOptions encode_options(const EmbedArgs& a) {
+// total < 0: unknown (streaming); the bar then counts texts without a total.
+Tensor run_encoder(const SentenceEncoder& enc, const std::vector<std::string>& texts, const EmbedArgs& a,
+                   int64_t done_before, int64_t total) {
   EncodeOptions opt;
   opt.batch_size = a.batch_size;
   if (a.normalize) opt.normalize = true;
   if (a.no_normalize) opt.normalize = false;
   opt.truncate = !a.no_truncation;
   opt.allow_nonfinite = a.allow_nonfinite;
-  return opt;
-}
-
-void draw_progress(int64_t done, int64_t total) {
-  const int width = 40, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
-  std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
-               (long long)done, (long long)total);
-  if (done == total) std::fprintf(stderr, "\n");
-}
-
-Tensor run_encoder(const SentenceEncoder& enc, const std::vector<std::string>& texts, const EmbedArgs& a) {
-  EncodeOptions opt = encode_options(a);
-  if (!a.quiet && static_cast<int64_t>(texts.size()) > 2 * a.batch_size && isatty(STDERR_FILENO))
-    opt.progress = draw_progress;
+  const bool bar = !a.quiet && isatty(STDERR_FILENO) && (total < 0 || total > 2 * a.batch_size);
+  if (bar) {
+    opt.progress = [done_before, total](int64_t done, int64_t) {
+      done += done_before;
+      if (total < 0) {
+        std::fprintf(stderr, "\r%lld texts", (long long)done);
+        return;
+      }
+      const int width = 40, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+      std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(filled, '#').c_str(),
+                   std::string(width - filled, ' ').c_str(), (long long)done, (long long)total);
+      if (done == total) std::fprintf(stderr, "\n");
+    };
+  }
   return enc.encode(texts, opt);
 }
 
-// `encore embed`: the shard's records in blocks (include/encore/shard.hpp): each block encoded on its own; a .jsonl
-// output appended and fsynced block by block (so --resume can continue it), other outputs written at the end.
-void embed_records(const std::vector<std::string>& texts, const EmbedArgs& a) {
-  const int64_t n = static_cast<int64_t>(texts.size());
-  const Shard shard = a.shard.empty() ? Shard{} : Shard::parse(a.shard);
-  const RecordRange range = shard_records(n, a.block, shard);
-  const bool stream = fs::path(a.output).extension() == ".jsonl";
-  ENCORE_CHECK_AS(UsageError, !a.resume || stream, "--resume needs a .jsonl output (-o FILE.jsonl), which is written block by block");
-  const int64_t start = a.resume ? resume_jsonl(a.output, range, a.block) : range.begin;
-  std::unique_ptr<BlockAppender> out;
-  if (stream) out = std::make_unique<BlockAppender>(a.output, /*truncate=*/!a.resume);
-  if (stream && start == range.end) return;  // a resumed run that had finished, or an empty shard
-
-  SentenceEncoder enc = load_encoder(a);
-  EncodeOptions opt = encode_options(a);
-  const bool bar = !a.quiet && range.size() > 2 * a.batch_size && isatty(STDERR_FILENO);
-  std::vector<Tensor> parts;
-  for (int64_t b = start; b < range.end; b += a.block) {
-    const int64_t e = std::min(range.end, b + a.block);
-    const std::vector<std::string> block(texts.begin() + b, texts.begin() + e);
-    if (bar) opt.progress = [&, b](int64_t done, int64_t) { draw_progress(b + done - range.begin, range.size()); };
-    Tensor emb = enc.encode(block, opt);
-    if (out) {
-      std::string lines;
-      append_json_records(lines, texts, b, emb, "\n");
-      out->append(lines);
-      out->sync();
-    } else {
-      parts.push_back(std::move(emb));
-    }
+// 22713216 -> "22,713,216"
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
   }
-  if (out) return;
-  const int64_t C = enc.dimension();
-  Tensor all = Tensor::empty({range.size(), C});
-  int64_t row = 0;
-  for (const Tensor& p : parts) {
-    std::copy_n(p.data<float>(), p.numel(), all.data<float>() + row * C);
-    row += p.size(0);
-  }
-  write_embeddings(a.output, texts, range.begin, all);
+  return out;
 }
 
 }  // namespace
 
 void register_embed(CLI::App& app) {
   static EmbedArgs e;
-  auto* embed = app.add_subcommand("embed", "sentence embeddings of texts (arguments, a file, or JSONL)");
-  embed->add_option("texts", e.texts, "texts to embed");
+  auto* embed = app.add_subcommand("embed", "sentence embeddings of texts (arguments, -i FILE, or standard input)");
+  embed->add_option("texts", e.texts, "texts to embed (none and no -i: standard input, when it is not a terminal)");
   add_embed_options(embed, e, true);
-  embed->callback([] {
-    ENCORE_CHECK_AS(UsageError, e.output.empty() || e.input.empty() || fs::weakly_canonical(e.output) != fs::weakly_canonical(e.input),
-                    "output '", e.output, "' would overwrite the input");
-    if (!e.output.empty() && e.output != "-") {  // checked before any work
-      const std::string ext = fs::path(e.output).extension().string();
-      ENCORE_CHECK_AS(UsageError, ext == ".npy" || ext == ".jsonl" || ext == ".json", "output '", e.output,
-                      "': use a .npy, .jsonl or .json file name");
-      std::error_code ec;
-      ENCORE_CHECK_AS(UsageError, !fs::is_directory(e.output, ec), "output '", e.output,
-                      "' is a directory; give a file name");
+  embed->callback([embed] {
+    const bool implicit_stdin = e.texts.empty() && e.input.empty() && !isatty(STDIN_FILENO);
+    if (implicit_stdin) e.input = "-";
+    validate(e, embed);
+    const RecordFormat input_format = checked_input_format(*embed, e.input, e.input_format, e.field, e.jsonl);
+    const OutputFormat format = output_format(e);
+    InputSource source(e, input_format);
+    // Records are embedded a block at a time (include/encore/shard.hpp): sorted by length and batched within
+    // their block, written before the next block is read. Standard input without --shard/--resume streams:
+    // blocks are read as they arrive, of --batch-size records unless --block is given. Otherwise the input is
+    // read whole first (the shard rule and the progress bar need its size).
+    const bool stream = source.streaming() && e.shard.empty() && !e.resume;
+    const int64_t block = stream && embed->count("--block") == 0 ? e.batch_size : e.block;
+    std::vector<Item> all;
+    RecordRange range{0, INT64_MAX};
+    if (!stream) {
+      all = source.next(SIZE_MAX);
+      ENCORE_CHECK_AS(InputError, !all.empty(), "input '", e.input == "-" ? std::string("<stdin>") : e.input,
+                      "' holds no texts");
+      range = shard_records(static_cast<int64_t>(all.size()), block,
+                            e.shard.empty() ? Shard{} : Shard::parse(e.shard));
     }
-    const std::vector<std::string> texts = read_inputs(e.texts, e.input, e.jsonl, e.field);
-    ENCORE_CHECK_AS(UsageError, !texts.empty() || !e.input.empty(), "nothing to embed: give texts as arguments or with -i FILE");
-    ENCORE_CHECK_AS(InputError, !texts.empty(), "input file '", e.input, "' holds no texts");
-    embed_records(texts, e);
+    const int64_t start = e.resume ? resume_jsonl(e.output, range, block) : range.begin;
+    if (e.resume && start == range.end) return;  // a resumed run that had finished
+    auto embed_into = [&](OutputSink& sink) {
+      SentenceEncoder enc = load_encoder(e);
+      int64_t next = start;
+      for (std::vector<Item> items;; next += static_cast<int64_t>(items.size())) {
+        if (stream) {
+          items = source.next(static_cast<size_t>(block));
+        } else {
+          const int64_t end = std::min(range.end, next + block);
+          items.assign(std::make_move_iterator(all.begin() + next), std::make_move_iterator(all.begin() + end));
+        }
+        if (items.empty()) break;
+        std::vector<std::string> texts;
+        for (const Item& it : items) texts.push_back(it.text);
+        sink.write(items, next, run_encoder(enc, texts, e, next - range.begin, stream ? -1 : range.size()));
+      }
+      if (stream && !e.quiet && isatty(STDERR_FILENO) && next) std::fprintf(stderr, "\n");
+      if (stream && next == 0) {  // `encore embed` with nothing given and nothing piped in is a usage error
+        if (implicit_stdin)
+          throw UsageError("nothing to embed: give texts as arguments, with -i FILE, or on standard input (it was "
+                           "empty)");
+        throw InputError("standard input holds no texts");
+      }
+      sink.finish(enc.dimension());
+    };
+    if (e.output.empty() || e.output == "-") {
+      OutputSink sink(&std::cout, nullptr, format);  // main checks that stdout was written
+      embed_into(sink);
+    } else if (format == OutputFormat::jsonl) {
+      BlockAppender out(e.output, /*truncate=*/!e.resume);  // appended and fsynced block by block (--resume)
+      OutputSink sink(nullptr, &out, format);
+      embed_into(sink);
+    } else {
+      // A temporary file renamed over the target at the end: an existing output is never left half-written,
+      // a failed write leaves nothing behind.
+      write_file_atomically(e.output, [&](std::ostream& os) {
+        OutputSink sink(&os, nullptr, format);
+        embed_into(sink);
+      });
+    }
   });
 
   static EmbedArgs s;
@@ -277,23 +414,19 @@ void register_embed(CLI::App& app) {
   sim->add_option("texts", s.texts, "texts to compare")->required();
   add_embed_options(sim, s, false);
   sim->callback([] {
+    parse_inference_dtype(s.dtype);
     SentenceEncoder enc = load_encoder(s);
-    s.normalize = true;
-    s.no_normalize = false;
     s.quiet = true;
-    const Tensor emb = run_encoder(enc, s.texts, s);  // normalised: dot products are cosines
-    const int64_t n = emb.size(0), C = emb.size(1);
+    const Tensor emb = run_encoder(enc, s.texts, s, 0, static_cast<int64_t>(s.texts.size()));
+    const Tensor sim = cos_sim(emb, emb);
+    const int64_t n = sim.size(0);
     for (int64_t i = 0; i < n; ++i) std::printf("[%lld] %s\n", (long long)i, s.texts[i].c_str());
     std::printf("\n     ");
     for (int64_t j = 0; j < n; ++j) std::printf(" %6lld", (long long)j);
     std::printf("\n");
     for (int64_t i = 0; i < n; ++i) {
       std::printf("[%2lld] ", (long long)i);
-      for (int64_t j = 0; j < n; ++j) {
-        double dot = 0;
-        for (int64_t c = 0; c < C; ++c) dot += double(emb.data<float>()[i * C + c]) * emb.data<float>()[j * C + c];
-        std::printf(" %6.3f", dot);
-      }
+      for (int64_t j = 0; j < n; ++j) std::printf(" %6.3f", sim.data<float>()[i * n + j]);
       std::printf("\n");
     }
   });
@@ -312,10 +445,26 @@ void register_embed(CLI::App& app) {
                 (long long)mi.hidden_size, (long long)mi.num_heads, (long long)mi.intermediate_size, mi.hidden_act.c_str());
     std::printf("vocabulary       %lld tokens (%s tokenizer)\n", (long long)mi.vocab_size,
                 enc.tokenizer().model_type().c_str());
-    std::printf("parameters       %lld in the encoder layers (%s as float32)\n", (long long)mi.num_parameters,
-                human_bytes(mi.num_parameters * 4).c_str());
+    const int64_t total = enc.model().module().num_parameters();
+    std::printf("parameters       %s in all (%s in the encoder layers)\n", grouped(total).c_str(),
+                grouped(mi.num_parameters).c_str());
+    if (mi.stored_dtype == "int8")
+      std::printf("weights          int8 in the checkpoint (the encoder Linear weights; embeddings, norms and biases "
+                  "float32): run it with --dtype int8\n");
+    else
+      std::printf("weights          %s in the checkpoint (%s)\n", mi.stored_dtype.c_str(),
+                  human_bytes(total * 4).c_str());
     std::printf("max length       %lld tokens (model limit %lld)\n", (long long)enc.max_seq_length(),
                 (long long)enc.model().max_sequence_length());
+    if (mi.head == "sequence_classification" || mi.head == "token_classification") {
+      std::string labels;
+      for (size_t i = 0; i < mi.id2label.size(); ++i) labels += (i ? ", " : "") + mi.id2label[i];
+      std::printf("task             %s classification, %lld labels%s%s\n",
+                  mi.head == "token_classification" ? "token" : "sequence", (long long)mi.num_labels,
+                  labels.empty() ? "" : ": ", labels.c_str());
+      return;
+    }
+    std::printf("task             sentence embedding\n");
     std::printf("embedding        %lld dimensions%s\n", (long long)enc.dimension(), enc.normalizes() ? ", L2-normalised" : "");
     std::printf("pipeline\n");
     std::istringstream lines(enc.describe());

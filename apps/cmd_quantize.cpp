@@ -1,4 +1,5 @@
 // encore quantize: a quantized copy of a model directory (encore::quantize_checkpoint, docs/quantization.md).
+#include <algorithm>
 #include <cstdio>
 
 #include "apps/common.hpp"
@@ -19,7 +20,10 @@ void register_quantize(CLI::App& app) {
     const QuantizeSummary s = quantize_checkpoint(a.model_dir, a.out_dir, parse_dtype(a.dtype));
     std::printf("%s: %lld encoder Linear weights stored int8", a.out_dir.c_str(), static_cast<long long>(s.quantized));
     if (!s.kept_f32.empty()) std::printf(", %zu kept f32 (requantizing them would not be exact)", s.kept_f32.size());
-    std::printf("; weights %s -> %s\n", human_bytes(s.bytes_in).c_str(), human_bytes(s.bytes_out).c_str());
+    std::printf("; weights %s -> %s (%.2fx smaller: the int8 Linear weights are 4x smaller, the embeddings, norms "
+                "and biases stay float32)\n",
+                human_bytes(s.bytes_in).c_str(), human_bytes(s.bytes_out).c_str(),
+                static_cast<double>(s.bytes_in) / static_cast<double>(std::max<int64_t>(s.bytes_out, 1)));
     std::printf("run it with --dtype int8 (other dtypes use its dequantized weights)\n");
   });
 }

@@ -6,9 +6,16 @@
 // --char-offsets (what the Python `tokenizers` library reports).
 //
 //   encore tokenize "Hello world!" --tokenizer path/to/model_dir
-//   encore tokenize --jsonl-in texts.jsonl --tokenizer tokenizer.json --no-padding --char-offsets
-// --jsonl-in lines are a JSON string, a [first, second] pair, or {"text": ..., "pair": ...}. An input that cannot
+//   echo "Hello world!" | encore tokenize                     # standard input, one text per line
+//   encore tokenize -i texts.jsonl --tokenizer tokenizer.json --char-offsets
+// Input as `encore embed` takes it: texts as arguments, or -i FILE ('-' or a pipe: standard input) as text lines,
+// JSONL or CSV (--input-format, --field; the pair in "pair"). JSONL lines may also be a JSON string or a
+// [first, second] pair. --jsonl-in FILE is the old spelling of -i FILE --input-format jsonl. An input that cannot
 // be encoded (truncation impossible) prints {"error": "..."} on its line; the others are still encoded.
+// Padding: none unless asked (--padding, --pad-to-multiple-of, --padding-side, or --tokenizer-padding for the
+// padding tokenizer.json configures, which Hugging Face tokenizers' encode applies); truncation: tokenizer.json's.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -20,6 +27,7 @@
 #include "encore/sentence_encoder.hpp"
 #include "encore/error.hpp"
 #include "encore/files.hpp"
+#include "encore/records.hpp"
 #include "encore/tokenizer.hpp"
 
 namespace encore::cli {
@@ -29,8 +37,10 @@ namespace {
 struct TokenizeOptions {
   std::vector<std::string> texts;
   std::string tokenizer;
+  std::string input, input_format, field = "text";
   std::string jsonl_in;
   std::string text_file;
+  bool tokenizer_padding = false;
   bool pair = false;
   bool no_special = false;
   bool char_offsets = false;
@@ -53,7 +63,7 @@ struct Input {
 
 std::string read_all(const std::string& path) { return read_text_file(path, "tokenize: input file"); }
 
-std::vector<Input> read_inputs(const TokenizeOptions& o) {
+std::vector<Input> read_inputs(const TokenizeOptions& o, RecordFormat format) {
   std::vector<Input> in;
   if (o.pair) {
     if (o.texts.size() % 2) throw Error("tokenize --pair: give texts two by two (first second first second ...)");
@@ -62,31 +72,23 @@ std::vector<Input> read_inputs(const TokenizeOptions& o) {
     for (const auto& t : o.texts) in.push_back({t, std::nullopt});
   }
   if (!o.text_file.empty()) in.push_back({read_all(o.text_file), std::nullopt});
-  if (!o.jsonl_in.empty()) {
-    std::istringstream lines(read_all(o.jsonl_in));
-    std::string line;
-    size_t n = 0;
-    while (std::getline(lines, line)) {
-      ++n;
-      if (line.empty()) continue;
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {  // syntax, and numbers out of range (1e999)
-        throw Error(detail::concat(o.jsonl_in, ":", n, ": not valid JSON: ", e.what()));
-      }
-      if (j.is_string()) {
-        in.push_back({j.get<std::string>(), std::nullopt});
-      } else if (j.is_array() && j.size() == 2 && j[0].is_string() && j[1].is_string()) {
-        in.push_back({j[0].get<std::string>(), j[1].get<std::string>()});
-      } else if (j.is_object() && j.contains("text") && j["text"].is_string()) {
-        std::optional<std::string> second;
-        if (j.contains("pair") && j["pair"].is_string()) second = j["pair"].get<std::string>();
-        in.push_back({j["text"].get<std::string>(), second});
-      } else {
-        throw Error(detail::concat(o.jsonl_in, ":", n, ": expected a string, [first, second] or {\"text\": ...}"));
-      }
+  if (o.input.empty()) return in;
+  RecordReader reader(o.input, format, {.allow_non_objects = true, .what = "input file", .allow_pipe = true});
+  for (Record r; reader.next(r);) {
+    if (r.is_object) {
+      const RecordField* pair = r.find("pair");
+      in.push_back({reader.field(r, o.field), pair && pair->kind == RecordField::Kind::string
+                                                  ? std::optional<std::string>(pair->value)
+                                                  : std::nullopt});
+      continue;
     }
+    const nlohmann::json j = nlohmann::json::parse(r.json);
+    if (j.is_string())
+      in.push_back({j.get<std::string>(), std::nullopt});
+    else if (j.is_array() && j.size() == 2 && j[0].is_string() && j[1].is_string())
+      in.push_back({j[0].get<std::string>(), j[1].get<std::string>()});
+    else
+      reader.fail(r, "expected a string, [first, second] or {\"" + o.field + "\": ...}");
   }
   return in;
 }
@@ -97,6 +99,9 @@ Tokenizer load_tokenizer(const TokenizeOptions& o) {
 }
 
 void configure(Tokenizer& tok, const TokenizeOptions& o) {
+  // tokenizer.json's padding (e.g. a fixed 128) only when asked for: unpadded ids are what a reader wants to see
+  const bool padding_asked = !o.padding.empty() || o.pad_to_multiple_of >= 0 || !o.padding_side.empty();
+  if (!o.tokenizer_padding && !padding_asked) tok.set_padding(std::nullopt);
   if (o.no_truncation) tok.set_truncation(std::nullopt);
   if (o.max_length >= 0 || !o.strategy.empty() || !o.truncation_side.empty()) {
     TruncationOptions t = tok.truncation().value_or(TruncationOptions{});
@@ -165,14 +170,20 @@ void register_tokenize(CLI::App& app) {
   cmd->add_option("texts", o.texts, "texts to encode (pairs with --pair)");
   cmd->add_option("--tokenizer,--model", o.tokenizer,
                   "tokenizer.json, or a model directory (tokenizer.json, else vocab.txt); default: $ENCORE_MODEL, else all-MiniLM-L6-v2");
-  cmd->add_option("--jsonl-in", o.jsonl_in, "file of JSON lines: \"text\", [first, second] or {\"text\", \"pair\"}");
+  add_input_options(*cmd, o.input, o.input_format, o.field, nullptr);
+  auto* jsonl_in = cmd->add_option("--jsonl-in", o.jsonl_in, "the same as -i FILE --input-format jsonl (lines: "
+                                   "\"text\", [first, second] or {\"text\", \"pair\"})");
+  jsonl_in->excludes("--input")->excludes("--input-format");
   cmd->add_option("--text-file", o.text_file, "encode this file's raw bytes as one text (any bytes, even invalid UTF-8)");
   cmd->add_flag("--pair", o.pair, "positional texts are pairs: first second first second ...");
   cmd->add_flag("--no-special-tokens", o.no_special, "do not add [CLS]/[SEP]-style special tokens");
   cmd->add_flag("--char-offsets", o.char_offsets, "offsets in code points instead of bytes");
   cmd->add_flag("--batch", o.batch, "pad all texts as one batch (padding to the longest applies across texts)");
   cmd->add_flag("--no-truncation", o.no_truncation, "ignore the tokenizer's truncation settings");
-  cmd->add_flag("--no-padding", o.no_padding, "ignore the tokenizer's padding settings");
+  cmd->add_flag("--no-padding", o.no_padding, "no padding (the default unless a padding option is given)");
+  cmd->add_flag("--tokenizer-padding", o.tokenizer_padding, "pad as tokenizer.json configures (what Hugging Face "
+                "tokenizers' encode does), e.g. to a fixed 128")
+      ->excludes("--no-padding");
   cmd->add_option("--max-length", o.max_length, "truncate to this many tokens (special tokens included)")
       ->check(CLI::Range(int64_t{0}, kMaxTokens));
   cmd->add_option("--truncation-strategy", o.strategy, "longest_first, only_first or only_second")
@@ -183,10 +194,22 @@ void register_tokenize(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, kMaxTokens));
   cmd->add_option("--padding-side", o.padding_side, "right or left")->check(CLI::IsMember({"right", "left"}));
   cmd->add_flag("--decode", o.decode, "also print \"decoded\": the text decoded back from the ids");
-  cmd->callback([] {
+  cmd->callback([cmd] {
+    if (!o.jsonl_in.empty()) o.input = o.jsonl_in, o.input_format = "jsonl";
+    const bool implicit_stdin = o.texts.empty() && o.input.empty() && o.text_file.empty();
+    if (implicit_stdin) {
+      ENCORE_CHECK_AS(UsageError, !isatty(STDIN_FILENO), "nothing to tokenize: give texts as arguments, with -i FILE, "
+                      "or on standard input");
+      o.input = "-";
+    }
+    const RecordFormat format = checked_input_format(*cmd, o.input, o.input_format, o.field);
     Tokenizer tok = load_tokenizer(o);
     configure(tok, o);
-    const std::vector<Input> inputs = read_inputs(o);
+    const std::vector<Input> inputs = read_inputs(o, format);
+    ENCORE_CHECK_AS(UsageError, !inputs.empty() || !implicit_stdin,
+                    "nothing to tokenize: give texts as arguments, with -i FILE, or on standard input (it was empty)");
+    ENCORE_CHECK_AS(InputError, !inputs.empty(), "input '", o.input == "-" ? std::string("<stdin>") : o.input,
+                    "' holds no texts");
     const bool add_special = !o.no_special;
     std::vector<std::optional<Encoding>> encs;  // nullopt: this input failed (message in errors)
     std::vector<std::string> errors(inputs.size());

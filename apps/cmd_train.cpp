@@ -73,8 +73,8 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--resume", c.resume_dir, "continue from a checkpoint written by --output (model, optimizer, "
                   "step, data order); same data, --batch-size, --grad-accum, --seed as the run that wrote it");
-  cmd->add_option("--plot", c.plot_png, "PNG of the loss per step and held-out accuracy (default with --output: "
-                  "<output>/training.png, redrawn at every save)");
+  cmd->add_option("--plot", c.plot_svg, "SVG (FILE.svg) of the loss per step and held-out accuracy, with axes "
+                  "and labels (default with --output: <output>/training.svg, redrawn at every save)");
   add_threads_option(*cmd, threads);
   cmd->add_flag("-q,--quiet", quiet, "no progress bar");
   cmd->add_flag("--distributed", distributed, "data-parallel over MPI: launch with `mpirun -np N encore train "
@@ -88,7 +88,7 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
   cmd->callback([] {
-    if (threads > 0) set_num_threads(threads);
+    apply_threads(threads);
     c.shuffle = !no_shuffle;
     if (c.model_dir.empty()) c.model_dir = default_model_dir();
     if (distributed) {
@@ -98,18 +98,35 @@ void register_train(CLI::App& app) {
     const bool leader = !c.collective || c.collective->rank() == 0;
     const bool bar = !quiet && leader && isatty(STDERR_FILENO);
     const auto run = task == "embedding" ? train::fine_tune_embedding : train::fine_tune_classifier;
+    bool eval_line = false;  // an evaluation bar is on the current line
     train::TrainReport r;
     try {
       r = run(c, [&](const train::TrainProgress& p) {
-      if (!bar) return;
-      const int64_t done = p.step - p.first_step;  // steps this run (a resumed run's rate excludes earlier ones)
-      const double secs = std::max(p.seconds, 1e-9), eta = secs / done * (p.total - p.step);
-      const int width = 24, filled = static_cast<int>(width * p.step / std::max<int64_t>(p.total, 1));
-      std::fprintf(stderr, "\r[%s%s] %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s   ",
-                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), (long long)p.step,
-                   (long long)p.total, p.loss, p.lr, p.tokens / secs, format_duration(eta).c_str());
-      if (p.step == p.total) std::fprintf(stderr, "\n");
-      });
+        using Phase = train::TrainProgress::Phase;
+        if (p.phase == Phase::start) {
+          if (leader && c.warmup_steps > p.total)
+            note("--warmup-steps ", c.warmup_steps, " is more than the run's ", p.total, " optimizer steps: the "
+                 "learning rate rises the whole run and never reaches --lr ", c.lr);
+          return;
+        }
+        if (!bar) return;
+        if (p.phase == Phase::evaluate) {
+          const int width = 24, filled = static_cast<int>(width * p.eval_done / std::max<int64_t>(p.eval_total, 1));
+          std::fprintf(stderr, "%sevaluating [%s%s] %lld/%lld   ", eval_line || p.step == 0 ? "\r" : "\n",
+                       std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                       (long long)p.eval_done, (long long)p.eval_total);
+          eval_line = p.eval_done < p.eval_total;
+          if (!eval_line) std::fprintf(stderr, "\n");
+          return;
+        }
+        const int64_t done = p.step - p.first_step;  // steps this run (a resumed run's rate excludes earlier ones)
+        const double secs = std::max(p.seconds, 1e-9), eta = secs / done * (p.total - p.step);
+        const int width = 24, filled = static_cast<int>(width * p.step / std::max<int64_t>(p.total, 1));
+        std::fprintf(stderr, "\r[%s%s] %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s   ",
+                     std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), (long long)p.step,
+                     (long long)p.total, p.loss, p.lr, p.tokens / secs, format_duration(eta).c_str());
+        if (p.step == p.total) std::fprintf(stderr, "\n");
+        });
     } catch (const Error& e) {
       // A rank that fails alone must take the job down (the others would wait in a collective until the timeout).
       if (c.collective && c.collective->world_size() > 1) c.collective->abort(e.what());
@@ -120,19 +137,25 @@ void register_train(CLI::App& app) {
       std::printf("distributed: %d ranks (%s), gradient allreduce %.2f s of %.1f s on rank 0 (%.1f%%)\n", r.world_size,
                   c.collective->backend().c_str(), r.allreduce_seconds, r.seconds,
                   100.0 * r.allreduce_seconds / std::max(r.seconds, 1e-9));
-    std::printf("trained on %lld examples (%lld tokens) in %.1f s: %.0f tokens/s; %zu steps\n",
-                (long long)r.train_examples, (long long)r.tokens, r.seconds, r.tokens / std::max(r.seconds, 1e-9),
-                r.losses.size());
+    std::printf("trained on %lld examples (%lld tokens) in %.1f s: %.0f tokens/s; %zu steps (the data holds %lld "
+                "examples)\n",
+                (long long)r.examples_trained, (long long)r.tokens, r.seconds,
+                r.tokens / std::max(r.seconds, 1e-9), r.losses.size(), (long long)r.train_examples);
     if (r.first_step > 0) std::printf("resumed at step %lld\n", (long long)r.first_step);
     std::printf("loss: first %.4f, last %.4f\n", r.losses.front(), r.losses.back());
     const char* metric = task == "embedding" ? "retrieval accuracy" : "accuracy";
     if (!std::isnan(r.eval_before))
       std::printf("held-out %s before training: %.4f (%lld pairs)\n", metric, r.eval_before, (long long)r.eval_examples);
-    for (size_t i = 0; i < r.eval_accuracy.size(); ++i)
-      std::printf("held-out %s after %s %zu: %.4f (%lld examples)\n", metric, c.steps > 0 ? "training" : "epoch", i + 1,
-                  r.eval_accuracy[i], (long long)r.eval_examples);
+    for (size_t i = 0; i < r.eval_accuracy.size(); ++i) {
+      if (c.steps > 0)
+        std::printf("held-out %s after step %lld: %.4f (%lld examples)\n", metric, (long long)r.eval_steps[i],
+                    r.eval_accuracy[i], (long long)r.eval_examples);
+      else
+        std::printf("held-out %s after epoch %lld: %.4f (%lld examples)\n", metric, (long long)r.eval_epochs[i],
+                    r.eval_accuracy[i], (long long)r.eval_examples);
+    }
     if (!c.output_dir.empty()) std::printf("checkpoint: %s\n", c.output_dir.c_str());
-    if (!c.plot_png.empty()) std::printf("plot: %s\n", c.plot_png.c_str());
+    if (!c.plot_svg.empty()) std::printf("plot: %s\n", c.plot_svg.c_str());
   });
 }
 

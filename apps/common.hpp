@@ -3,11 +3,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
+#include "encore/error.hpp"
 #include "encore/memory_plan.hpp"
 #include "encore/nn.hpp"
+#include "encore/records.hpp"
 #include "encore/runtime.hpp"
 
 namespace encore::cli {
@@ -27,6 +30,7 @@ CLI::Validator FiniteRange(double lo, double hi);
 // --threads N: 1..kMaxThreads (0, the default, means all cores).
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
 // A dtype name parse_dtype accepts (fp32, bf16, fp16, int8 and their aliases), checked while parsing (exit 2).
+// Inference options (fp16 is not an inference dtype) use add_dtype_option below.
 CLI::Validator DTypeName();
 
 // Adds --layers --d-model --heads --d-ff --batch --seq --activation --norm-first --seed --threads.
@@ -36,6 +40,26 @@ std::unique_ptr<nn::TransformerEncoder> build_encoder(const StackOptions& o);
 Tensor random_input(const StackOptions& o);  // (batch, seq, d_model), unit normal, seeded
 EncoderShape encoder_shape(const StackOptions& o);
 std::string human_bytes(int64_t bytes);
+
+// Applies --threads: 0 = all cores; more than the machine's cores is allowed, with a note.
+void apply_threads(int threads);
+// --dtype for inference: fp32/float32, bf16/bfloat16 or int8, checked when the options are parsed (before any
+// output), so `--dtype fp16` fails with the allowed values.
+void add_dtype_option(CLI::App& cmd, std::string& dtype, const std::string& help);
+DType parse_inference_dtype(const std::string& name);
+// The input convention of `embed` and `tokenize`: -i/--input FILE ('-' = standard input), --input-format
+// text|jsonl|csv (default: from the extension), --field NAME (the text's field in JSONL/CSV). jsonl_alias:
+// the old --jsonl flag (= --input-format jsonl), when the command had it.
+void add_input_options(CLI::App& cmd, std::string& input, std::string& input_format, std::string& field,
+                       bool* jsonl_alias);
+// The input's format from those options; refuses --field/--input-format without -i, and --field on plain text.
+RecordFormat checked_input_format(const CLI::App& cmd, const std::string& input, const std::string& input_format,
+                                  const std::string& field, bool jsonl_alias = false);
+// "encore: note: ..." on stderr: what the CLI changed from what was asked.
+template <typename... Args>
+void note(const Args&... args) {
+  std::fprintf(stderr, "encore: note: %s\n", detail::concat(args...).c_str());
+}
 
 void register_trace(CLI::App& app);
 void register_memory(CLI::App& app);

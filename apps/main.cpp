@@ -8,6 +8,7 @@
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "apps/common.hpp"
 #include "encore/runtime.hpp"
@@ -66,13 +67,58 @@ void add_stack_options(CLI::App& cmd, StackOptions& o) {
   cmd.add_flag("--norm-first", o.norm_first, "Pre-LN instead of Post-LN");
   cmd.add_option("--seed", o.seed, "initialisation seed")->capture_default_str();
   add_threads_option(cmd, o.threads);
-  cmd.add_option("--dtype", o.dtype, "weights for inference: fp32, bf16 or int8 (prepared once, like a loaded model)")
-      ->check(DTypeName())
+  add_dtype_option(cmd, o.dtype, "weights for inference: fp32, bf16 or int8 (prepared once, like a loaded model)");
+}
+
+void apply_threads(int threads) {
+  if (threads <= 0) return;
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores > 0 && static_cast<unsigned>(threads) > cores)
+    note("--threads ", threads, " is more than this machine's ", cores, " cores: threads will share cores (slower)");
+  set_num_threads(threads);
+}
+
+void add_dtype_option(CLI::App& cmd, std::string& dtype, const std::string& help) {
+  cmd.add_option("--dtype", dtype, help)
+      ->check(CLI::IsMember({"fp32", "float32", "bf16", "bfloat16", "int8"}))
       ->capture_default_str();
 }
 
+DType parse_inference_dtype(const std::string& name) {
+  ENCORE_CHECK_AS(UsageError,
+                  name == "fp32" || name == "float32" || name == "bf16" || name == "bfloat16" || name == "int8",
+                  "--dtype ", name, ": expected fp32, bf16 or int8");
+  return parse_dtype(name);
+}
+
+void add_input_options(CLI::App& cmd, std::string& input, std::string& input_format, std::string& field,
+                       bool* jsonl_alias) {
+  cmd.add_option("-i,--input", input, "input file ('-': standard input): text (one text per line), JSONL or CSV");
+  auto* fmt = cmd.add_option("--input-format", input_format, "text, jsonl or csv (default: from the extension: "
+                             ".jsonl, .csv, else text)")
+                  ->check(CLI::IsMember({"text", "jsonl", "csv"}));
+  if (jsonl_alias) cmd.add_flag("--jsonl", *jsonl_alias, "the same as --input-format jsonl")->excludes(fmt);
+  cmd.add_option("--field", field, "the JSONL/CSV field holding the text")->capture_default_str();
+}
+
+RecordFormat checked_input_format(const CLI::App& cmd, const std::string& input, const std::string& input_format,
+                                  const std::string& field, bool jsonl_alias) {
+  if (input.empty()) {
+    ENCORE_CHECK_AS(UsageError, cmd.count("--field") == 0 && input_format.empty() && !jsonl_alias,
+                    "--field and --input-format describe an input file: give it with -i FILE");
+    return RecordFormat::text;
+  }
+  const RecordFormat f = !input_format.empty() ? parse_record_format(input_format)
+                         : jsonl_alias         ? RecordFormat::jsonl
+                                               : record_format_from_path(input);
+  ENCORE_CHECK_AS(UsageError, f != RecordFormat::text || cmd.count("--field") == 0, "--field '", field, "': '",
+                  input, "' is read as plain text, one text per line; say --input-format jsonl or csv (or name the "
+                  "file .jsonl/.csv) to read a field");
+  return f;
+}
+
 std::unique_ptr<nn::TransformerEncoder> build_encoder(const StackOptions& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
+  apply_threads(o.threads);
   nn::manual_seed(o.seed);
   nn::TransformerEncoderLayer layer(o.d_model, o.heads, o.d_ff, 0.0, o.activation, 1e-5, /*batch_first=*/true,
                                     o.norm_first);

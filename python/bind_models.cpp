@@ -22,6 +22,26 @@ void bind_models(py::module_& m) {
           "load; activations, LayerNorm and softmax stay float32).")
       .def_static("supported_model_types", &encore::AutoModel::supported_model_types,
                   "the config.json model_type values encore loads")
+      .def("__repr__",
+           [](encore::AutoModel& self) {
+             // AutoModel(family='bert', architecture='BertModel', dtype=float32, stored=float32, layers=6,
+             // hidden_size=384, heads=12, intermediate_size=1536, activation=gelu, parameters=22713216)
+             const encore::ModelInfo& mi = self.info();
+             std::string s = "AutoModel(family='" + mi.model_type + "', architecture='" + mi.architecture +
+                             "', dtype=" + mi.dtype + ", stored=" + mi.stored_dtype +
+                             ", layers=" + std::to_string(mi.num_layers) +
+                             ", hidden_size=" + std::to_string(mi.hidden_size) +
+                             ", heads=" + std::to_string(mi.num_heads) +
+                             ", intermediate_size=" + std::to_string(mi.intermediate_size) +
+                             ", activation=" + mi.hidden_act +
+                             ", parameters=" + std::to_string(self.module().num_parameters());
+             if (!mi.head.empty()) {
+               s += ", head=" + mi.head + ", labels=[";
+               for (size_t i = 0; i < mi.id2label.size(); ++i) s += (i ? ", '" : "'") + mi.id2label[i] + "'";
+               s += "]";
+             }
+             return s + ")";
+           })
       .def(
           "__call__",
           [](const encore::AutoModel& self, const py::object& input_ids, const py::object& attention_mask,

@@ -1,5 +1,7 @@
 // Bindings for the text-level APIs: encore.Tokenizer (Hugging Face tokenizers' Encoding shape, character
 // offsets) and encore.SentenceEncoder (sentence-transformers' encode()).
+#include <sstream>
+
 #include "encore/sentence_encoder.hpp"
 #include "encore/tokenizer.hpp"
 #include "numpy_convert.hpp"
@@ -38,6 +40,7 @@ py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::
   opt.batch_size = batch_size;
   if (!normalize_embeddings.is_none()) opt.normalize = normalize_embeddings.cast<bool>();
   opt.truncate = truncate;
+  opt.progress = [](int64_t, int64_t) { check_python_signals(); };
   Tensor out;
   {
     py::gil_scoped_release nogil;
@@ -186,7 +189,20 @@ void bind_text(py::module_& m) {
       .def_property_readonly(
           "model", [](encore::SentenceEncoder& self) -> encore::AutoModel& { return self.model(); },
           py::return_value_policy::reference_internal, "the Transformer module's AutoModel (shared: training it trains the encoder)")
-      .def("__repr__", [](const encore::SentenceEncoder& self) { return "SentenceEncoder(\n" + self.describe() + ")"; });
+      .def("__repr__", [](const encore::SentenceEncoder& self) {
+        // SentenceEncoder(family='bert', dtype=float32, dimension=384, max_seq_length=256, pooling=mean,
+        // normalize=True) and then the pipeline, one module per line
+        const encore::ModelInfo& mi = self.model().info();
+        std::string pooling;
+        for (const auto& p : self.pooling().modes) pooling += (pooling.empty() ? "" : "+") + p;
+        std::string s = "SentenceEncoder(family='" + mi.model_type + "', dtype=" + mi.dtype +
+                        ", dimension=" + std::to_string(self.dimension()) +
+                        ", max_seq_length=" + std::to_string(self.max_seq_length()) + ", pooling=" + pooling +
+                        ", normalize=" + (self.normalizes() ? "True" : "False") + ",\n";
+        std::istringstream lines(self.describe());
+        for (std::string l; std::getline(lines, l);) s += "  " + l + "\n";
+        return s + ")";
+      });
 }
 
 }  // namespace encore_py

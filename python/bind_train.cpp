@@ -1,5 +1,9 @@
 // Bindings for training: encore.optim (AdamW, clip_grad_norm_, learning_rate_at) and encore.losses (each
 // returning (loss, gradient...)), numpy in and out.
+#include <algorithm>
+#include <type_traits>
+#include <variant>
+
 #include "encore/sentence_encoder.hpp"
 #include "encore/train.hpp"
 #include "encore/trainer.hpp"
@@ -42,67 +46,99 @@ void bind_train(py::module_& m) {
       "The learning rate at optimizer step `step` (from 0): linear warm-up over warmup_steps, then 'constant', "
       "'linear' decay to 0 at total_steps, or 'cosine' (transformers' schedules)");
 
+  // train(model, data, **options): the options are TrainConfig's fields by the keywords of train_options() (one
+  // table); defaults come from a default TrainConfig, never restated here. The signature line help() and the
+  // stub generator read is written from the same table (pybind11's own would say **kwargs).
+  std::string train_doc = "train(model: str, data: str, *, task: str = 'classification'";
+  {
+    const encore::train::TrainConfig defaults;
+    for (const auto& o : encore::train::train_options()) {
+      if (std::string(o.name) == "model" || std::string(o.name) == "data") continue;
+      std::visit(
+          [&](auto member) {
+            using T = std::remove_cvref_t<decltype(defaults.*member)>;
+            const char* type = std::is_same_v<T, std::string> ? "str"
+                               : std::is_same_v<T, bool>      ? "bool"
+                               : std::is_same_v<T, double>    ? "float"
+                                                              : "int";
+            train_doc += std::string(", ") + o.name + ": " + type + " = " +
+                         static_cast<std::string>(py::repr(py::cast(defaults.*member)));
+          },
+          o.member);
+    }
+  }
+  train_doc +=
+      ") -> dict\n\n"
+      "The engine of `encore train`: task 'classification' fine-tunes for sequence classification (text[, "
+      "text_pair], label), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss "
+      "(eval_accuracy is then held-out retrieval accuracy, eval_before the same before training). The options "
+      "are `encore train`'s (docs/training.md): log = --log CSV, output = --output DIR, resume = --resume DIR, "
+      "plot = --plot FILE.svg. Returns a report dict (losses, eval_accuracy with eval_epochs/eval_steps, "
+      "examples_trained, ...). Ctrl-C stops it after the current step (KeyboardInterrupt).";
+  py::options signatures;
+  signatures.disable_function_signatures();  // the line above is the signature
   m.def(
       "train",
-      [](const std::string& model, const std::string& data, const std::string& eval_data, double eval_fraction,
-         int64_t steps, int64_t epochs, int64_t batch_size, double lr, double weight_decay, int64_t warmup_steps,
-         const std::string& schedule, double max_grad_norm, int64_t max_length, uint64_t seed, bool shuffle,
-         const std::string& log, const std::string& output, int64_t save_every, const std::string& resume,
-         double dropout, const std::string& plot, int64_t grad_accum, const std::string& task,
-         bool gradient_checkpointing) {
-        if (task != "classification" && task != "embedding")
-          throw encore::Error("train: task must be 'classification' or 'embedding', got '" + task + "'");
+      [](const std::string& model, const std::string& data, const py::kwargs& options) {
         encore::train::TrainConfig c;
         c.model_dir = model;
         c.data = data;
-        c.eval_data = eval_data;
-        c.eval_fraction = eval_fraction;
-        c.steps = steps;
-        c.epochs = epochs;
-        c.batch_size = batch_size;
-        c.lr = lr;
-        c.weight_decay = weight_decay;
-        c.warmup_steps = warmup_steps;
-        c.schedule = schedule;
-        c.max_grad_norm = max_grad_norm;
-        c.max_length = max_length;
-        c.seed = seed;
-        c.shuffle = shuffle;
-        c.log_csv = log;
-        c.output_dir = output;
-        c.save_every = save_every;
-        c.resume_dir = resume;
-        c.dropout = dropout;
-        c.plot_png = plot;
-        c.grad_accum = grad_accum;
-        c.gradient_checkpointing = gradient_checkpointing;
+        std::string task = "classification";
+        for (const auto& [key, value] : options) {
+          const std::string name = key.cast<std::string>();
+          if (name == "task") {
+            task = value.cast<std::string>();
+            continue;
+          }
+          const auto& table = encore::train::train_options();
+          auto it = std::find_if(table.begin(), table.end(), [&](const auto& o) { return name == o.name; });
+          if (it == table.end() || name == "model" || name == "data") {
+            std::string known;
+            for (const auto& o : table) known += std::string(known.empty() ? "" : ", ") + o.name;
+            throw py::type_error("train() got an unexpected keyword argument '" + name + "' (options: task, " +
+                                 known + ")");
+          }
+          std::visit(
+              [&](auto member) {
+                using T = std::remove_reference_t<decltype(c.*member)>;
+                const bool is_bool = py::isinstance<py::bool_>(value);
+                if (std::is_same_v<T, bool> != is_bool || (std::is_same_v<T, std::string> && !py::isinstance<py::str>(value)))
+                  throw py::type_error("train(): " + name + " must be " +
+                                       (std::is_same_v<T, bool>          ? "a bool"
+                                        : std::is_same_v<T, std::string> ? "a str"
+                                        : std::is_same_v<T, double>      ? "a number"
+                                                                         : "an int") +
+                                       ", got " + py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+                c.*member = value.cast<T>();
+              },
+              it->member);
+        }
+        if (task != "classification" && task != "embedding")
+          throw encore::Error("train: task must be 'classification' or 'embedding', got '" + task + "'");
         encore::train::TrainReport r;
         {
           py::gil_scoped_release nogil;
-          r = task == "embedding" ? encore::train::fine_tune_embedding(c) : encore::train::fine_tune_classifier(c);
+          const auto run = task == "embedding" ? encore::train::fine_tune_embedding : encore::train::fine_tune_classifier;
+          r = run(c, [](const encore::train::TrainProgress&) { check_python_signals(); });
         }
         py::dict d;
         d["losses"] = r.losses;
         d["first_step"] = r.first_step;
+        d["total_steps"] = r.total_steps;
         d["eval_accuracy"] = r.eval_accuracy;
+        d["eval_epochs"] = r.eval_epochs;
+        d["eval_steps"] = r.eval_steps;
         d["eval_before"] = r.eval_before;
         d["labels"] = r.labels;
         d["train_examples"] = r.train_examples;
+        d["examples_trained"] = r.examples_trained;
         d["eval_examples"] = r.eval_examples;
         d["tokens"] = r.tokens;
         d["seconds"] = r.seconds;
         return d;
       },
-      py::arg("model"), py::arg("data"), py::arg("eval_data") = "", py::arg("eval_fraction") = 0.1,
-      py::arg("steps") = 0, py::arg("epochs") = 1, py::arg("batch_size") = 16, py::arg("lr") = 2e-5,
-      py::arg("weight_decay") = 0.01, py::arg("warmup_steps") = 0, py::arg("schedule") = "linear",
-      py::arg("max_grad_norm") = 1.0, py::arg("max_length") = 128, py::arg("seed") = 42, py::arg("shuffle") = true,
-      py::arg("log") = "", py::arg("output") = "", py::arg("save_every") = 0, py::arg("resume") = "",
-      py::arg("dropout") = -1.0, py::arg("plot") = "", py::arg("grad_accum") = 1, py::arg("task") = "classification",
-      py::arg("gradient_checkpointing") = false,
-      "the engine of `encore train`: task 'classification' fine-tunes for sequence classification (text[, text_pair], "
-      "label), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss (eval_accuracy "
-      "is then held-out retrieval accuracy, eval_before the same before training); returns a report");
+      py::arg("model"), py::arg("data"), train_doc.c_str());
+  signatures.enable_function_signatures();
 
   m.def(
       "embedding_loss_backward",

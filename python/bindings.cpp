@@ -435,6 +435,7 @@ PYBIND11_MODULE(_encore, m) {
            py::arg("src_key_padding_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
            py::arg("memory_key_padding_mask") = py::none(), py::arg("src_is_causal") = py::none(),
            py::arg("tgt_is_causal") = py::none(), py::arg("memory_is_causal") = false);
+  bind_repr(mnn);
   // After encore.nn: their signatures name nn.Module, which must be registered first (help() and the stubs).
   bind_models(m);
   bind_text(m);

@@ -49,6 +49,15 @@ inline bool is_left_side(const std::string& direction, const char* what) {
   return direction == "left";
 }
 
+// For long C++ calls made with the GIL released (encode, training): called between batches, it takes the GIL
+// briefly and lets Python run its signal handlers. A pending KeyboardInterrupt (Ctrl-C) becomes
+// py::error_already_set, which unwinds the C++ call (nothing in the library catches it) and reaches Python as
+// that KeyboardInterrupt: Ctrl-C stops the work within one batch instead of when the call returns.
+inline void check_python_signals() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 inline std::string numpy_dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
 // A numpy float32 array as a Tensor (copied, so the C++ side never touches Python memory without the GIL).
@@ -141,5 +150,6 @@ inline Tensor int_tensor(const py::object& obj, const char* name) {
 void bind_models(py::module_& m);
 void bind_text(py::module_& m);
 void bind_train(py::module_& m);
+void bind_repr(py::module_& mnn);  // after the nn classes are registered
 
 }  // namespace encore_py

@@ -465,6 +465,10 @@ class Transformer : public Module {
 
 enum class PositionKind { none, sinusoidal, learned };
 
+// The (length, d_model) sinusoidal positional-encoding table for positions [start, start + length) ("Attention Is
+// All You Need"): pe[p, 2i] = sin(p / 10000^(2i / d_model)), pe[p, 2i + 1] = cos(p / 10000^(2i / d_model)).
+Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t d_model);
+
 // Token embeddings + positions (sinusoidal table or learned) + optional token types. ids (B, T) int64.
 // scale_by_sqrt_d multiplies token embeddings by sqrt(d_model), as the original Transformer does.
 class Embeddings : public Module {

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace encore {
@@ -62,8 +63,8 @@ struct TrainConfig {
   // come from it (model_dir is not used). Data, labels, batch_size, grad_accum, seed and shuffle must match the
   // run that wrote it; lr, schedule and steps/epochs are taken from this config (same values: the exact run).
   std::string resume_dir;
-  // PNG of the loss per step and held-out accuracy; "" with output_dir: <output_dir>/training.png in every save.
-  std::string plot_png;
+  // SVG of the loss per step and held-out accuracy; "" with output_dir: <output_dir>/training.svg in every save.
+  std::string plot_svg;
   // Data-parallel training (`encore train --distributed`, docs/scale.md): every rank runs the same config on
   // the same data file. A step takes batch_size x grad_accum x world_size examples of the one shuffled order
   // (the same on every rank); rank r trains on micro-batches r*grad_accum .. (r+1)*grad_accum-1 of them, the
@@ -75,21 +76,42 @@ struct TrainConfig {
   int64_t bucket_bytes = 25 << 20;         // gradient allreduce bucket size (torch DDP's default 25 MB)
 };
 
+// Every TrainConfig field under the keyword the Python `encore.train(model, data, **options)` takes (the field's
+// name, or its short form: model, log, output, resume, plot), with a pointer to it: bindings set options by name
+// from this one table and read the defaults from a default TrainConfig, instead of restating them.
+struct TrainOption {
+  using Member = std::variant<std::string TrainConfig::*, double TrainConfig::*, int64_t TrainConfig::*,
+                              uint64_t TrainConfig::*, bool TrainConfig::*>;
+  const char* name;
+  Member member;
+};
+const std::vector<TrainOption>& train_options();
+
 struct TrainProgress {
+  // start: once, before anything runs (step = the first step, total known); train: after each optimizer step;
+  // evaluate: after each held-out batch (eval_done of eval_total examples or texts).
+  enum class Phase { start, train, evaluate };
+  Phase phase = Phase::train;
   int64_t step = 0, total = 0;  // optimizer steps done / to do (counting a resumed run's earlier steps)
   double loss = 0, lr = 0;
   int64_t tokens = 0;           // tokens trained on in this run so far
   double seconds = 0;           // since this run's training loop started
   int64_t first_step = 0;       // the step this run started from (0, or the resumed checkpoint's)
+  int64_t eval_done = 0, eval_total = 0;
 };
 
 struct TrainReport {
   std::vector<double> losses;          // per optimizer step of this run, the batch loss before the update
   int64_t first_step = 0;              // optimizer steps done before this run (resume), 0 otherwise
   std::vector<double> eval_accuracy;   // per epoch (or once at the end with steps)
+  std::vector<int64_t> eval_epochs;    // the epoch (from 1, counting a resumed run's) each eval_accuracy ends
+  std::vector<int64_t> eval_steps;     // the optimizer step after which each eval_accuracy was measured
   double eval_before = std::nan("");   // embedding task: held-out retrieval accuracy before training
   std::vector<std::string> labels;     // class names in id order
-  int64_t train_examples = 0, eval_examples = 0, tokens = 0;  // tokens: over every rank
+  int64_t train_examples = 0, eval_examples = 0;  // examples in the data
+  int64_t tokens = 0;                  // tokens trained this run, over every rank
+  int64_t examples_trained = 0;        // examples this run's steps went through, over every rank (repeats counted)
+  int64_t total_steps = 0;             // the run's last step (a resumed run counts the earlier ones)
   double seconds = 0;
   double allreduce_seconds = 0;  // distributed: time this rank spent summing gradients over ranks
   int world_size = 1;
@@ -109,7 +131,7 @@ TrainReport fine_tune_classifier(const TrainConfig& config,
 // Every option works as for classification (both run one loop): grad_accum makes each optimizer step
 // grad_accum micro-batches, each with its own in-batch negatives, the step's loss the mean of theirs (as
 // transformers' Trainer with gradient_accumulation_steps); output_dir (at the end and every save_every steps)
-// also holds optimizer.safetensors and trainer_state.json, so resume_dir continues from it; plot_png shows the
+// also holds optimizer.safetensors and trainer_state.json, so resume_dir continues from it; plot_svg shows the
 // loss per step and held-out retrieval accuracy. BERT's pooler gets no gradient and is left as loaded.
 TrainReport fine_tune_embedding(const TrainConfig& config,
                                 const std::function<void(const TrainProgress&)>& progress = {});

@@ -2,6 +2,7 @@
 from ._encore import nn as _nn
 
 LayerNorm = _nn.LayerNorm
+Linear = _nn.Linear
 Module = _nn.Module
 MultiheadAttention = _nn.MultiheadAttention
 RMSNorm = _nn.RMSNorm
@@ -10,8 +11,10 @@ TransformerDecoder = _nn.TransformerDecoder
 TransformerDecoderLayer = _nn.TransformerDecoderLayer
 TransformerEncoder = _nn.TransformerEncoder
 TransformerEncoderLayer = _nn.TransformerEncoderLayer
+sinusoidal_positions = _nn.sinusoidal_positions
 
 __all__ = [
-    "LayerNorm", "Module", "MultiheadAttention", "RMSNorm", "Transformer", "TransformerDecoder",
+    "LayerNorm", "Linear", "Module", "MultiheadAttention", "RMSNorm", "Transformer", "TransformerDecoder",
     "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
+    "sinusoidal_positions",
 ]

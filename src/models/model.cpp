@@ -230,6 +230,7 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
     std::fprintf(stderr, "encore: '%s' is an int8 checkpoint: %s\n", model_dir.c_str(),
                  dtype == DType::i8 ? "int8 as quantized" : "its dequantized weights run in the requested dtype");
   model->info.dtype = dtype_name(dtype);
+  model->info.stored_dtype = quantized ? "int8" : "float32";
   if (cfg.has("architectures") && cfg.json()["architectures"].is_array() && !cfg.json()["architectures"].empty() &&
       cfg.json()["architectures"][0].is_string())
     model->info.architecture = cfg.json()["architectures"][0].get<std::string>();

@@ -238,6 +238,16 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
     }
   }
 
+  // Per head, as torch computes them: (B, H, T, head_dim) views (copies only while an observer is installed).
+  auto per_head = [&](const Tensor& t) {
+    return t.contiguous().view({t.size(0), t.size(1), num_heads, t.size(2) / num_heads}).transpose(1, 2);
+  };
+  if (detail::observing()) {
+    observe("q_heads", per_head(q));
+    observe("k_heads", per_head(k));
+    observe("v_heads", per_head(v));
+  }
+
   ops::AttentionMasks masks;
   masks.attn_mask = ops::additive_mask(attn_mask, "attn_mask");
   masks.key_padding_mask = ops::additive_mask(key_padding_mask, "key_padding_mask");
@@ -269,7 +279,8 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
   } else {
     heads = ops::attention_forward(q, k, v, num_heads, masks, need_weights ? &probs : nullptr, dropout, false, seed);
   }
-  observe("heads", heads);
+  if (detail::observing()) observe("attn_heads", per_head(heads));  // softmax(q kᵀ / sqrt(d) + mask) v per head
+  observe("heads", heads);  // the heads concatenated: (B, T, embed_dim)
   AttentionResult r;
   r.output = detail::linear(out_proj, heads, training_);
   observe("out", r.output);

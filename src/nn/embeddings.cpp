@@ -59,4 +59,8 @@ Tensor Embeddings::forward(const Tensor& input_ids, const Tensor& token_type_ids
   return x;
 }
 
+Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t d_model) {
+  return ops::sinusoidal_positions(start, length, d_model);
+}
+
 }  // namespace encore::nn

@@ -82,29 +82,39 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tenso
     AttentionResult r = self_attn.forward_batch_first(h, h, h, src_key_padding_mask, attn_weights != nullptr,
                                                       src_mask, false, is_causal, cu_seqlens);
     if (attn_weights) *attn_weights = r.weights;
-    return ops::dropout_forward(r.output, dropout_sites_.attention_output, training_, detail::next_seed());
+    Tensor out = ops::dropout_forward(r.output, dropout_sites_.attention_output, training_, detail::next_seed());
+    observe("dropout1", out);  // identity in eval mode; `encore trace` lists every step the layer runs
+    return out;
   };
   auto ff_block = [&](const Tensor& h) {
-    return ops::dropout_forward(
+    Tensor out = ops::dropout_forward(
         detail::feed_forward(*this, h, linear1, linear2, activation, dropout_sites_.ffn_hidden, training_),
         dropout_sites_.ffn_output, training_, detail::next_seed());
+    observe("dropout2", out);
+    return out;
   };
   Tensor out;
   if (norm_first) {
     // x = x + sa(norm1(x)) ; x = x + ff(norm2(x))
-    Tensor h = sa_block(norm1.apply(x));
+    Tensor n1 = norm1.apply(x);
+    observe("norm1", n1);
+    Tensor h = sa_block(n1);
+    n1 = Tensor();
     Tensor n2 = norm2.add_apply(h, x, /*keep_sum=*/true);  // h += x ; n2 = norm2(h), one pass
     observe("attn_residual", h);
+    observe("norm2", n2);
     ops::add_forward_(h, ff_block(n2));
+    observe("ffn_residual", h);
     out = h;
   } else {
     // x = norm1(x + sa(x)) ; x = norm2(x + ff(x)); each residual + norm in one pass, over the sublayer's output
     Tensor a = sa_block(x);
     Tensor h = norm1.add_apply(a, x, /*keep_sum=*/false);  // in a's storage
     a = Tensor();
-    observe("norm1", h);
+    observe("norm1", h);  // norm1(x + dropout1)
     Tensor f = ff_block(h);
     out = norm2.add_apply(f, h, /*keep_sum=*/false);
+    observe("norm2", out);  // norm2(h + dropout2)
   }
   observe("out", out);
   return out;

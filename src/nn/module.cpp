@@ -432,7 +432,10 @@ Tensor feed_forward(const Module& owner, const Tensor& x, const Linear& linear1,
   }
   observe(owner.name() + ".ffn.hidden", hidden);
   hidden = ops::dropout_forward(hidden, dropout, training, next_seed());
-  return linear(linear2, hidden, training);
+  observe(owner.name() + ".ffn.dropout", hidden);  // torch's TransformerEncoderLayer.dropout (identity in eval)
+  Tensor out = linear(linear2, hidden, training);
+  observe(owner.name() + ".ffn.linear2", out);
+  return out;
 }
 
 }  // namespace detail

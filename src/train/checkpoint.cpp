@@ -49,7 +49,7 @@ HfExport write_hf_weights(io::StagedDir& out, const AutoModel& model) {
 }
 
 void write_training_state(io::StagedDir& out, const AdamW& optimizer, const Json& trainer_state,
-                          const std::string& plot_png) {
+                          const std::string& plot_svg) {
   const std::map<std::string, Tensor> opt = optimizer.state_dict();
   std::vector<io::TensorToWrite> tensors;
   for (const auto& [name, t] : opt) {
@@ -61,14 +61,14 @@ void write_training_state(io::StagedDir& out, const AdamW& optimizer, const Json
   }
   io::write_safetensors(out.file("optimizer.safetensors"), tensors, {{"format", "encore-adamw"}});
   out.write_file("trainer_state.json", trainer_state.dump(1) + "\n");
-  if (!plot_png.empty()) out.write_file("training.png", plot_png);
+  if (!plot_svg.empty()) out.write_file("training.svg", plot_svg);
 }
 
 void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
   ENCORE_CHECK(c.model && c.optimizer, "save_checkpoint: model and optimizer are required");
   io::StagedDir out(dir);
   const HfExport hf = write_hf_weights(out, *c.model);
-  write_training_state(out, *c.optimizer, c.trainer_state, c.plot_png);
+  write_training_state(out, *c.optimizer, c.trainer_state, c.plot_svg);
 
   Json config = io::read_json_file(fs::path(c.source_dir) / "config.json");
   config["architectures"] = Json::array({hf.architecture});

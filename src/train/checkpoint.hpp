@@ -6,7 +6,7 @@
 //   DIR/optimizer.safetensors  AdamW "step" and, per parameter it updated, exp_avg / exp_avg_sq / step (encore's
 //                              names)
 //   DIR/trainer_state.json     task, step, epoch, data position and order, shuffle RNG, history (kTrainerStateFormat)
-//   DIR/training.png           the plot, when one is drawn into the checkpoint
+//   DIR/training.svg           the plot, when one is drawn into the checkpoint
 // The directory is staged and swapped into place (io/staged_dir.hpp): a crash never leaves a mix.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -28,7 +28,7 @@ struct CheckpointContents {
   std::vector<std::string> labels;       // class names in id order
   const AdamW* optimizer = nullptr;
   nlohmann::json trainer_state;
-  std::string plot_png;                  // written as training.png when not empty
+  std::string plot_svg;                  // written as training.svg when not empty
 };
 
 // Fails before any training when `dir` cannot be written (parent missing or unwritable) or exists and is not
@@ -40,9 +40,9 @@ void save_checkpoint(const std::string& dir, const CheckpointContents& c);
 HfExport write_hf_weights(io::StagedDir& out, const AutoModel& model);
 
 // What resuming needs, into a staged checkpoint directory: optimizer.safetensors (AdamW::state_dict),
-// trainer_state.json, and training.png when plot_png is not empty. Every task's checkpoint carries these.
+// trainer_state.json, and training.svg when plot_svg is not empty. Every task's checkpoint carries these.
 void write_training_state(io::StagedDir& out, const AdamW& optimizer, const nlohmann::json& trainer_state,
-                          const std::string& plot_png);
+                          const std::string& plot_svg);
 
 // trainer_state.json of a checkpoint, parsed and checked for format and version (errors name the file).
 nlohmann::json read_trainer_state(const std::string& dir);

@@ -20,13 +20,13 @@
 #include <nlohmann/json.hpp>
 
 #include "encore/sentence_encoder.hpp"
+#include "encore/similarity.hpp"
 #include "encore/train.hpp"
 #include "encore/trainer.hpp"
 #include "io/json_file.hpp"
 #include "io/staged_dir.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loop.hpp"
-#include "train/records.hpp"
 
 namespace encore::train {
 
@@ -39,15 +39,15 @@ struct Pair {
 // `anchor` + `positive`, else `text` + `text_pair`.
 std::vector<Pair> read_pairs(const std::string& path) {
   std::vector<Pair> out;
-  for (const Record& r : read_records(path, {"anchor", "positive", "text", "text_pair"})) {
-    auto get = [&](const char* a, const char* b) -> const std::string* {
-      auto it = r.fields.find(a);
-      if (it == r.fields.end()) it = r.fields.find(b);
-      return it == r.fields.end() ? nullptr : &it->second;
+  RecordReader in(path, training_data_format(path), {.allow_non_objects = false, .what = "training data"});
+  for (Record r; in.next(r);) {
+    auto get = [&](const char* a, const char* b) {
+      const std::string* v = in.scalar(r, a);
+      return v ? v : in.scalar(r, b);
     };
     const std::string* a = get("anchor", "text");
     const std::string* p = get("positive", "text_pair");
-    ENCORE_CHECK(a && p, path, ":", r.line, ": a pair needs 'anchor' and 'positive' (or 'text' and 'text_pair')");
+    if (!a || !p) in.fail(r, "a pair needs 'anchor' and 'positive' (or 'text' and 'text_pair')");
     out.push_back({*a, *p});
   }
   ENCORE_CHECK(!out.empty(), "'", path, "' holds no pairs");
@@ -76,24 +76,24 @@ Padded pad(const std::vector<Encoding>& enc, int64_t pad_id) {
 }
 
 // Share of anchors whose most cosine-similar positive (among all of them) is their own.
-double retrieval_accuracy(const SentenceEncoder& enc, const std::vector<Pair>& pairs, int64_t batch_size) {
+// progress(done, total) counts the texts encoded (anchors, then positives).
+double retrieval_accuracy(const SentenceEncoder& enc, const std::vector<Pair>& pairs, int64_t batch_size,
+                          const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<std::string> a, p;
   for (const auto& x : pairs) a.push_back(x.anchor), p.push_back(x.positive);
   EncodeOptions o;
   o.batch_size = batch_size;
   o.normalize = true;  // cosine similarity
-  const Tensor ea = enc.encode(a, o), ep = enc.encode(p, o);
-  const int64_t n = ea.size(0), C = ea.size(1);
+  const int64_t texts = static_cast<int64_t>(a.size());
+  if (progress) o.progress = [&](int64_t done, int64_t) { progress(done, 2 * texts); };
+  const Tensor anchors = enc.encode(a, o);
+  if (progress) o.progress = [&](int64_t done, int64_t) { progress(texts + done, 2 * texts); };
+  const Tensor sim = cos_sim(anchors, enc.encode(p, o));  // (anchors, positives)
+  const int64_t n = sim.size(0);
   int64_t correct = 0;
   for (int64_t i = 0; i < n; ++i) {
-    int64_t best = 0;
-    double best_score = -1e300;
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t c = 0; c < C; ++c) s += double(ea.data<float>()[i * C + c]) * ep.data<float>()[j * C + c];
-      if (s > best_score) best_score = s, best = j;
-    }
-    correct += best == i;
+    const float* row = sim.data<float>() + i * n;
+    correct += std::max_element(row, row + n) - row == i;  // the first of equal maxima, as before
   }
   return static_cast<double>(correct) / static_cast<double>(n);
 }
@@ -117,7 +117,7 @@ constexpr const char* kRunFile = "encore_train_embedding.json";  // marks a dire
 
 // Files a training run writes itself, never copied from the source (a resumed run's source is a checkpoint).
 bool is_run_file(const std::filesystem::path& rel) {
-  return rel == kRunFile || rel == "trainer_state.json" || rel == "training.png";
+  return rel == kRunFile || rel == "trainer_state.json" || rel == "training.svg" || rel == "training.png";
 }
 
 // Refuses, before any training, a non-empty output directory this trainer did not write.
@@ -225,11 +225,11 @@ class EmbeddingTask final : public TrainTask {
     return loss;
   }
 
-  double evaluate() override {
+  double evaluate(const std::function<void(int64_t, int64_t)>& progress) override {
     if (eval_.empty()) return std::nan("");
     AutoModel& m = enc_.model();
     m.eval();
-    const double acc = retrieval_accuracy(enc_, eval_, std::max<int64_t>(cfg_.batch_size, 32));
+    const double acc = retrieval_accuracy(enc_, eval_, std::max<int64_t>(cfg_.batch_size, 32), progress);
     m.train();
     return acc;
   }
@@ -268,6 +268,7 @@ TrainReport fine_tune_embedding(const TrainConfig& cfg, const std::function<void
                "train --task embedding: batch_size must be at least 2 (the other pairs of a batch are the "
                "negatives), max_length > 1, and steps or epochs positive");
   check_common_options(cfg);
+  create_output_parents(cfg);
   if (!cfg.output_dir.empty()) check_embedding_output(cfg.output_dir);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Pair> train_set = read_pairs(cfg.data), eval_set;

@@ -175,6 +175,23 @@ void check_common_options(const TrainConfig& cfg) {
   integer("save_every (--save-every)", cfg.save_every, 0, int64_t{1} << 40);
   ENCORE_CHECK_AS(UsageError, cfg.save_every == 0 || !cfg.output_dir.empty(),
                   "train: save_every needs an output directory");
+  ENCORE_CHECK_AS(UsageError, cfg.plot_svg.empty() || std::filesystem::path(cfg.plot_svg).extension() == ".svg",
+                  "train: plot '", cfg.plot_svg, "': the plot is an SVG file, name it .svg");
+}
+
+void create_output_parents(const TrainConfig& cfg) {
+  if (cfg.collective && cfg.collective->rank() != 0) return;
+  for (const std::string& out : {cfg.output_dir, cfg.log_csv, cfg.plot_svg}) {
+    if (out.empty()) continue;
+    std::filesystem::path target(out);
+    if (target.filename().empty()) target = target.parent_path();  // "dir/" -> "dir"
+    const std::filesystem::path parent = target.parent_path();
+    std::error_code ec;
+    if (parent.empty() || std::filesystem::exists(parent, ec)) continue;  // an existing non-directory fails later
+    std::filesystem::create_directories(parent, ec);
+    ENCORE_CHECK_AS(InputError, !ec, "train: cannot create the directory '", parent.string(), "' for '", out,
+                    "': ", ec.message());
+  }
 }
 
 Json resume_state(const TrainConfig& cfg) { return cfg.resume_dir.empty() ? Json() : read_trainer_state(cfg.resume_dir); }
@@ -198,9 +215,30 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
   const std::string model_dir = resuming ? cfg.resume_dir : cfg.model_dir;
   AutoModel& model = task.model();
 
+  report.total_steps = total;
+  const auto loop_start = std::chrono::steady_clock::now();
+  auto report_progress = [&](TrainProgress p) {
+    if (!progress || !leader) return;  // rank 0 alone reports
+    p.total = total;
+    p.tokens = report.tokens;
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+    p.first_step = report.first_step;
+    progress(p);
+  };
+  auto evaluate = [&](int64_t step) {
+    return task.evaluate([&](int64_t done, int64_t of) {
+      TrainProgress p;
+      p.phase = TrainProgress::Phase::evaluate;
+      p.step = step;
+      p.eval_done = done;
+      p.eval_total = of;
+      report_progress(p);
+    });
+  };
+  report_progress({.phase = TrainProgress::Phase::start});
   if (task.evaluates_before_training() && leader) {  // a resumed run reports the first run's value
     report.eval_before = resuming ? number_or_nan(resumed.value("eval_before", Json()), cfg.resume_dir, "eval_before")
-                                  : task.evaluate();
+                                  : evaluate(0);
   }
   if (cfg.dropout >= 0) model.set_dropout(cfg.dropout);  // else the checkpoint's own rates
   model.set_gradient_checkpointing(cfg.gradient_checkpointing);
@@ -240,13 +278,12 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
                   {"world_size", world}};
     state.update(task.identity());
     if (task.evaluates_before_training()) state["eval_before"] = report.eval_before;  // NaN -> null
-    task.save(cfg.output_dir, opt, state, cfg.plot_png.empty() ? plot() : std::string());
+    task.save(cfg.output_dir, opt, state, cfg.plot_svg.empty() ? plot() : std::string());
     if (const char* v = std::getenv("ENCORE_VERBOSE"); v && std::string(v) == "1")
       std::fprintf(stderr, "encore: train: saved the checkpoint of step %lld to '%s'\n",
                    static_cast<long long>(st.step), cfg.output_dir.c_str());
   };
 
-  const auto loop_start = std::chrono::steady_clock::now();
   while (st.step < total) {
     if (st.pos >= n) {  // next epoch
       ++st.epoch;
@@ -279,6 +316,7 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
     }
     const double loss = sums[0];
     report.tokens += static_cast<int64_t>(sums[1]);
+    report.examples_trained += end - st.pos;  // the step's examples, over every rank
     st.pos = end;
     const double norm = cfg.max_grad_norm > 0 ? clip_grad_norm(params, cfg.max_grad_norm) : std::nan("");
     // A non-finite loss (or gradient) would poison every weight at opt.step(): stop before it, so the model and
@@ -298,9 +336,11 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
     const bool last = st.step == total;
     double acc = std::nan("");
     if ((epoch_end || last) && leader) {
-      acc = task.evaluate();
+      acc = evaluate(st.step);
       if (!std::isnan(acc)) {
         report.eval_accuracy.push_back(acc);
+        report.eval_epochs.push_back(st.epoch + 1);
+        report.eval_steps.push_back(st.step);
         st.eval_points.emplace_back(st.step, acc);
       }
     }
@@ -311,13 +351,10 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
       log.flush();
     }
     if (leader && !cfg.output_dir.empty() && (last || (cfg.save_every > 0 && st.step % cfg.save_every == 0))) save();
-    if (progress && leader) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
-      progress({st.step, total, loss, lr, report.tokens, secs, report.first_step});
-    }
+    report_progress({.phase = TrainProgress::Phase::train, .step = st.step, .loss = loss, .lr = lr});
   }
   model.eval();
-  if (!cfg.plot_png.empty() && leader) io::write_file_atomic(cfg.plot_png, plot());
+  if (!cfg.plot_svg.empty() && leader) io::write_file_atomic(cfg.plot_svg, plot());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

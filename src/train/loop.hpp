@@ -16,10 +16,16 @@
 #include <vector>
 
 #include "encore/model.hpp"
+#include "encore/records.hpp"
 #include "encore/train.hpp"
 #include "encore/trainer.hpp"
 
 namespace encore::train {
+
+// Training and held-out data: CSV with a header line when the name ends in .csv, else JSONL.
+inline RecordFormat training_data_format(const std::string& path) {
+  return record_format_from_path(path) == RecordFormat::csv ? RecordFormat::csv : RecordFormat::jsonl;
+}
 
 class TrainTask {
  public:
@@ -41,18 +47,22 @@ class TrainTask {
   virtual double micro_batch_weight(int64_t examples, int64_t step_examples, int64_t micro_batches) const = 0;
   // The held-out metric in [0, 1] (NaN without held-out data), computed in eval mode; the model is left in
   // training mode.
-  virtual double evaluate() = 0;
+  // progress(done, total) after each held-out batch.
+  virtual double evaluate(const std::function<void(int64_t done, int64_t total)>& progress) = 0;
   virtual bool evaluates_before_training() const { return false; }
   virtual std::string metric_name() const = 0;  // "accuracy", shown in the plot
   // Writes the checkpoint directory (atomically): the model as the task exports it, the optimizer's state as
-  // optimizer.safetensors, `trainer_state` as trainer_state.json, and training.png when plot_png is not empty.
+  // optimizer.safetensors, `trainer_state` as trainer_state.json, and training.svg when plot_svg is not empty.
   virtual void save(const std::string& dir, const AdamW& optimizer, const nlohmann::json& trainer_state,
-                    const std::string& plot_png) = 0;
+                    const std::string& plot_svg) = 0;
 };
 
 // The options every task checks the same way: grad_accum >= 1, save_every >= 0 (and an output directory for it),
 // dropout in [0, 1) when set.
 void check_common_options(const TrainConfig& cfg);
+// Creates the missing parent directories of output_dir, log_csv and plot_svg, as `mkdir -p` would (rank 0 only
+// when distributed: it alone writes them); the outputs themselves are written later (atomically).
+void create_output_parents(const TrainConfig& cfg);
 
 // cfg.resume_dir's trainer_state.json when resuming (checked for format and version), else null.
 nlohmann::json resume_state(const TrainConfig& cfg);

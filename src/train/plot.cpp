@@ -1,106 +1,39 @@
-// Rasterises the training curves into an RGB canvas (lines, ticks, a 5x7 bitmap font) and encodes it as PNG.
+// The training plot as SVG: text, axes and curves as vector elements any browser or viewer shows.
 #include "train/plot.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "encore/error.hpp"
-#include "io/png.hpp"
 
 namespace encore::train {
 
 namespace {
 
-struct Rgb {
-  uint8_t r, g, b;
-};
-constexpr Rgb kWhite{255, 255, 255}, kBlack{0, 0, 0}, kGrid{225, 225, 225}, kLoss{31, 119, 180},
-    kAccuracy{230, 110, 20};
+constexpr const char* kLossColour = "#1f77b4";
+constexpr const char* kAccuracyColour = "#e66e14";
 
-// 5x7 glyphs, one string of 5 cells per row, '#' = ink (only the characters the plot prints).
-const std::map<char, std::array<const char*, 7>>& font() {
-  static const std::map<char, std::array<const char*, 7>> f = {
-      {'0', {".###.", "#...#", "#..##", "#.#.#", "##..#", "#...#", ".###."}},
-      {'1', {"..#..", ".##..", "..#..", "..#..", "..#..", "..#..", ".###."}},
-      {'2', {".###.", "#...#", "....#", "...#.", "..#..", ".#...", "#####"}},
-      {'3', {"#####", "...#.", "..#..", "...#.", "....#", "#...#", ".###."}},
-      {'4', {"...#.", "..##.", ".#.#.", "#..#.", "#####", "...#.", "...#."}},
-      {'5', {"#####", "#....", "####.", "....#", "....#", "#...#", ".###."}},
-      {'6', {"..##.", ".#...", "#....", "####.", "#...#", "#...#", ".###."}},
-      {'7', {"#####", "....#", "...#.", "..#..", ".#...", ".#...", ".#..."}},
-      {'8', {".###.", "#...#", "#...#", ".###.", "#...#", "#...#", ".###."}},
-      {'9', {".###.", "#...#", "#...#", ".####", "....#", "...#.", ".##.."}},
-      {'.', {".....", ".....", ".....", ".....", ".....", ".##..", ".##.."}},
-      {'-', {".....", ".....", ".....", "#####", ".....", ".....", "....."}},
-      {'+', {".....", "..#..", "..#..", "#####", "..#..", "..#..", "....."}},
-      {' ', {".....", ".....", ".....", ".....", ".....", ".....", "....."}},
-      {'a', {".....", ".....", ".###.", "....#", ".####", "#...#", ".####"}},
-      {'c', {".....", ".....", ".###.", "#....", "#....", "#...#", ".###."}},
-      {'d', {"....#", "....#", ".##.#", "#..##", "#...#", "#...#", ".####"}},
-      {'e', {".....", ".....", ".###.", "#...#", "#####", "#....", ".###."}},
-      {'g', {".....", ".####", "#...#", "#...#", ".####", "....#", ".###."}},
-      {'h', {"#....", "#....", "#.##.", "##..#", "#...#", "#...#", "#...#"}},
-      {'i', {"..#..", ".....", ".##..", "..#..", "..#..", "..#..", ".###."}},
-      {'l', {".##..", "..#..", "..#..", "..#..", "..#..", "..#..", ".###."}},
-      {'n', {".....", ".....", "#.##.", "##..#", "#...#", "#...#", "#...#"}},
-      {'o', {".....", ".....", ".###.", "#...#", "#...#", "#...#", ".###."}},
-      {'p', {".....", ".....", "####.", "#...#", "####.", "#....", "#...."}},
-      {'r', {".....", ".....", "#.##.", "##..#", "#....", "#....", "#...."}},
-      {'s', {".....", ".....", ".####", "#....", ".###.", "....#", "####."}},
-      {'t', {".#...", ".#...", "###..", ".#...", ".#...", ".#..#", "..##."}},
-      {'u', {".....", ".....", "#...#", "#...#", "#...#", "#..##", ".##.#"}},
-      {'v', {".....", ".....", "#...#", "#...#", "#...#", ".#.#.", "..#.."}},
-      {'y', {".....", ".....", "#...#", "#...#", ".####", "....#", ".###."}},
-  };
-  return f;
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
 }
 
-class Canvas {
- public:
-  Canvas(int w, int h) : w_(w), h_(h), px_(static_cast<size_t>(w) * h * 3, 255) {}
-  void set(int x, int y, Rgb c) {
-    if (x < 0 || y < 0 || x >= w_ || y >= h_) return;
-    uint8_t* p = &px_[(static_cast<size_t>(y) * w_ + x) * 3];
-    p[0] = c.r, p[1] = c.g, p[2] = c.b;
-  }
-  void fill(int x0, int y0, int x1, int y1, Rgb c) {
-    for (int y = y0; y <= y1; ++y)
-      for (int x = x0; x <= x1; ++x) set(x, y, c);
-  }
-  // Bresenham, `thick` pixels wide (a square brush).
-  void line(int x0, int y0, int x1, int y1, Rgb c, int thick = 1) {
-    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    int err = dx + dy;
-    for (;;) {
-      fill(x0 - (thick - 1) / 2, y0 - (thick - 1) / 2, x0 + thick / 2, y0 + thick / 2, c);
-      if (x0 == x1 && y0 == y1) break;
-      const int e2 = 2 * err;
-      if (e2 >= dy) err += dy, x0 += sx;
-      if (e2 <= dx) err += dx, y0 += sy;
-    }
-  }
-  // Text with its top-left corner at (x, y); each font cell is scale x scale pixels, 1 cell between glyphs.
-  void text(int x, int y, const std::string& s, Rgb c, int scale = 2) {
-    for (char ch : s) {
-      auto it = font().find(ch);
-      if (it != font().end())
-        for (int r = 0; r < 7; ++r)
-          for (int col = 0; col < 5; ++col)
-            if (it->second[r][col] == '#')
-              fill(x + col * scale, y + r * scale, x + col * scale + scale - 1, y + r * scale + scale - 1, c);
-      x += 6 * scale;
-    }
-  }
-  static int text_width(const std::string& s, int scale = 2) { return static_cast<int>(s.size()) * 6 * scale - scale; }
-  std::string png() const { return io::encode_png_rgb(w_, h_, px_.data()); }
-
- private:
-  int w_, h_;
-  std::vector<uint8_t> px_;
-};
+// Coordinates with two decimals: exact enough to read a value back to 1e-4 of a panel's range.
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
 
 // Tick positions at 1, 2 or 5 x 10^k covering [lo, hi] with about `target` intervals, and the decimals to print.
 std::vector<double> nice_ticks(double lo, double hi, int target, int& decimals) {
@@ -116,42 +49,51 @@ std::vector<double> nice_ticks(double lo, double hi, int target, int& decimals) 
 
 std::string format_tick(double v, int decimals) {
   char buf[32];
-  if (std::fabs(v) >= 1e6) {
+  if (std::fabs(v) >= 1e6)
     std::snprintf(buf, sizeof buf, "%.1e", v);
-  } else {
+  else
     std::snprintf(buf, sizeof buf, "%.*f", decimals, std::fabs(v) < 1e-12 ? 0.0 : v);
-  }
   return buf;
 }
 
-// One panel: frame, grid, ticks and labels; maps data coordinates to pixels.
+// One panel: frame, grid, ticks and labels; maps data coordinates to SVG user units (y grows downwards).
 struct Panel {
-  int left, top, right, bottom;  // plot area in pixels (inclusive)
-  double x0, x1, y0, y1;         // data range
-  int px(double x) const { return left + static_cast<int>(std::lround((x - x0) / (x1 - x0) * (right - left))); }
-  int py(double y) const { return bottom - static_cast<int>(std::lround((y - y0) / (y1 - y0) * (bottom - top))); }
+  double left, top, right, bottom;  // plot area
+  double x0, x1, y0, y1;            // data range
+  double px(double x) const { return left + (x - x0) / (x1 - x0) * (right - left); }
+  double py(double y) const { return bottom - (y - y0) / (y1 - y0) * (bottom - top); }
 
-  void draw_axes(Canvas& c, const std::string& title, bool x_labels) const {
+  // <g id="id"> with the frame, grid, ticks, tick labels, the title above and the y-axis label at the left.
+  std::string axes(const std::string& id, const std::string& title, const std::string& y_label, bool x_labels) const {
+    std::string s = "<g id=\"" + id + "\">\n";
+    s += "<text class=\"title\" x=\"" + num(left) + "\" y=\"" + num(top - 10) + "\" font-size=\"15\">" +
+         xml_escape(title) + "</text>\n";
     int dx = 0, dy = 0;
     for (double t : nice_ticks(y0, y1, 5, dy)) {
-      c.line(left, py(t), right, py(t), kGrid);
-      const std::string s = format_tick(t, dy);
-      c.line(left - 5, py(t), left, py(t), kBlack);
-      c.text(left - 9 - Canvas::text_width(s), py(t) - 7, s, kBlack);
+      const std::string y = num(py(t));
+      s += "<line class=\"grid\" x1=\"" + num(left) + "\" y1=\"" + y + "\" x2=\"" + num(right) + "\" y2=\"" + y +
+           "\" stroke=\"#e1e1e1\"/>\n";
+      s += "<line class=\"tick\" x1=\"" + num(left - 5) + "\" y1=\"" + y + "\" x2=\"" + num(left) + "\" y2=\"" + y +
+           "\" stroke=\"black\"/>\n";
+      s += "<text class=\"ytick\" x=\"" + num(left - 8) + "\" y=\"" + y +
+           "\" text-anchor=\"end\" dominant-baseline=\"middle\">" + format_tick(t, dy) + "</text>\n";
     }
     for (double t : nice_ticks(x0, x1, 6, dx)) {
-      c.line(px(t), top, px(t), bottom, kGrid);
-      c.line(px(t), bottom, px(t), bottom + 5, kBlack);
-      if (x_labels) {
-        const std::string s = format_tick(t, dx);
-        c.text(px(t) - Canvas::text_width(s) / 2, bottom + 10, s, kBlack);
-      }
+      const std::string x = num(px(t));
+      s += "<line class=\"grid\" x1=\"" + x + "\" y1=\"" + num(top) + "\" x2=\"" + x + "\" y2=\"" + num(bottom) +
+           "\" stroke=\"#e1e1e1\"/>\n";
+      s += "<line class=\"tick\" x1=\"" + x + "\" y1=\"" + num(bottom) + "\" x2=\"" + x + "\" y2=\"" +
+           num(bottom + 5) + "\" stroke=\"black\"/>\n";
+      if (x_labels)
+        s += "<text class=\"xtick\" x=\"" + x + "\" y=\"" + num(bottom + 18) + "\" text-anchor=\"middle\">" +
+             format_tick(t, dx) + "</text>\n";
     }
-    c.line(left, top, left, bottom, kBlack);
-    c.line(left, bottom, right, bottom, kBlack);
-    c.line(right, top, right, bottom, kBlack);
-    c.line(left, top, right, top, kBlack);
-    c.text(left, top - 20, title, kBlack);  // above the frame, clear of the curve
+    s += "<rect class=\"frame\" x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(right - left) +
+         "\" height=\"" + num(bottom - top) + "\" fill=\"none\" stroke=\"black\"/>\n";
+    const double cy = (top + bottom) / 2;
+    s += "<text class=\"ylabel\" x=\"20\" y=\"" + num(cy) + "\" text-anchor=\"middle\" transform=\"rotate(-90 20 " +
+         num(cy) + ")\">" + xml_escape(y_label) + "</text>\n";
+    return s;
   }
 };
 
@@ -160,10 +102,9 @@ struct Panel {
 std::string render_training_plot(const PlotData& d, int width, int height) {
   ENCORE_CHECK(width >= 200 && height >= 150 && width <= 10000 && height <= 10000,
                "plot: size must be between 200x150 and 10000x10000, got ", width, "x", height);
-  Canvas c(width, height);
   const bool has_eval = !d.eval_points.empty();
-  const int left = 90, right = width - 24, top = 30, bottom_all = height - 56;
-  const int split = has_eval ? top + (bottom_all - top) * 62 / 100 : bottom_all;
+  const double left = 80, right = width - 24, top = 34, bottom_all = height - 56;
+  const double split = has_eval ? top + (bottom_all - top) * 0.6 : bottom_all;
   // x: optimizer steps 1..N (a single step gets a range around it)
   const double n = static_cast<double>(std::max<size_t>(d.losses.size(), 1));
   double x0 = 1, x1 = std::max(n, 2.0);
@@ -174,30 +115,60 @@ std::string render_training_plot(const PlotData& d, int width, int height) {
   if (!(lo <= hi)) lo = 0, hi = 1;
   if (hi - lo < 1e-9 * std::max(1.0, std::fabs(hi))) lo -= 0.5, hi += 0.5;
   const double pad = (hi - lo) * 0.05;
-  Panel loss{left, top, right, split - (has_eval ? 20 : 0), x0, x1, std::max(0.0, lo - pad), hi + pad};
+  Panel loss{left, top, right, split - (has_eval ? 24 : 0), x0, x1, lo - pad, hi + pad};
   if (lo >= 0 && loss.y0 < 0) loss.y0 = 0;
-  loss.draw_axes(c, "training loss", !has_eval);
-  for (size_t i = 0; i < d.losses.size(); ++i) {
-    if (!std::isfinite(d.losses[i])) continue;
-    const int x = loss.px(static_cast<double>(i + 1)), y = loss.py(d.losses[i]);
-    if (i > 0 && std::isfinite(d.losses[i - 1]))
-      c.line(loss.px(static_cast<double>(i)), loss.py(d.losses[i - 1]), x, y, kLoss, 2);
-    else
-      c.fill(x - 1, y - 1, x + 1, y + 1, kLoss);
-  }
-  if (has_eval) {
-    Panel acc{left, split + 24, right, bottom_all, x0, x1, 0.0, 1.0};
-    acc.draw_axes(c, d.eval_title, true);
-    for (size_t i = 0; i < d.eval_points.size(); ++i) {
-      const int x = acc.px(static_cast<double>(d.eval_points[i].first)), y = acc.py(d.eval_points[i].second);
-      if (i > 0)
-        c.line(acc.px(static_cast<double>(d.eval_points[i - 1].first)), acc.py(d.eval_points[i - 1].second), x, y,
-               kAccuracy, 2);
-      c.fill(x - 4, y - 4, x + 4, y + 4, kAccuracy);
+
+  std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+                  std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " +
+                  std::to_string(width) + " " + std::to_string(height) +
+                  "\" font-family=\"sans-serif\" font-size=\"12\">\n<title>encore train: training loss per optimizer "
+                  "step" + (has_eval ? ", " + xml_escape(d.eval_title) : std::string()) + "</title>\n" +
+                  "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s += loss.axes("loss-panel", "training loss", "loss", !has_eval);
+  // The loss per step as polylines (a non-finite loss breaks the line; a lone finite point is a dot).
+  std::string points;
+  size_t run = 0;
+  auto flush = [&]() {
+    if (run == 1) {
+      const size_t comma = points.find(',');
+      s += "<circle class=\"loss-point\" cx=\"" + points.substr(0, comma) + "\" cy=\"" +
+           points.substr(comma + 1, points.size() - comma - 2) + "\" r=\"1.5\" fill=\"" + kLossColour + "\"/>\n";
+    } else if (run > 1) {
+      points.pop_back();
+      s += "<polyline class=\"loss\" fill=\"none\" stroke=\"" + std::string(kLossColour) +
+           "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
     }
+    points.clear();
+    run = 0;
+  };
+  for (size_t i = 0; i < d.losses.size(); ++i) {
+    if (!std::isfinite(d.losses[i])) {
+      flush();
+      continue;
+    }
+    points += num(loss.px(static_cast<double>(i + 1))) + "," + num(loss.py(d.losses[i])) + " ";
+    ++run;
   }
-  c.text((left + right) / 2 - Canvas::text_width("step") / 2, height - 22, "step", kBlack);
-  return c.png();
+  flush();
+  s += "</g>\n";
+  if (has_eval) {
+    Panel acc{left, split + 28, right, bottom_all, x0, x1, 0.0, 1.0};
+    s += acc.axes("eval-panel", d.eval_title, "accuracy", true);
+    std::string pts;
+    for (const auto& [step, a] : d.eval_points) {
+      pts += (pts.empty() ? "" : " ") + num(acc.px(static_cast<double>(step))) + "," + num(acc.py(a));
+      s += "<circle class=\"eval-point\" cx=\"" + num(acc.px(static_cast<double>(step))) + "\" cy=\"" +
+           num(acc.py(a)) + "\" r=\"4\" fill=\"" + kAccuracyColour + "\"><title>step " + std::to_string(step) +
+           ": " + format_tick(a, 4) + "</title></circle>\n";
+    }
+    if (d.eval_points.size() > 1)
+      s += "<polyline class=\"eval\" fill=\"none\" stroke=\"" + std::string(kAccuracyColour) +
+           "\" stroke-width=\"2\" points=\"" + pts + "\"/>\n";
+    s += "</g>\n";
+  }
+  s += "<text class=\"xlabel\" x=\"" + num((left + right) / 2) + "\" y=\"" + num(height - 16.0) +
+       "\" text-anchor=\"middle\">optimizer step</text>\n</svg>\n";
+  return s;
 }
 
 }  // namespace encore::train

@@ -14,7 +14,6 @@
 #include "encore/train.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loop.hpp"
-#include "train/records.hpp"
 
 namespace encore::train {
 
@@ -26,9 +25,11 @@ struct Example {
 
 std::vector<Example> read_examples(const std::string& path) {
   std::vector<Example> out;
-  for (const Record& r : read_records(path, {"text", "text_pair", "label"}, {"text", "label"})) {
-    auto pair = r.fields.find("text_pair");
-    out.push_back({r.fields.at("text"), pair == r.fields.end() ? std::string() : pair->second, r.fields.at("label")});
+  RecordReader in(path, training_data_format(path), {.allow_non_objects = false, .what = "training data"});
+  for (Record r; in.next(r);) {
+    const std::string *text = in.scalar(r, "text"), *pair = in.scalar(r, "text_pair"), *label = in.scalar(r, "label");
+    if (!text || !label) in.fail(r, "expected a JSON object with 'text' and 'label'");
+    out.push_back({*text, pair ? *pair : std::string(), *label});
   }
   ENCORE_CHECK(!out.empty(), "'", path, "' holds no examples");
   return out;
@@ -146,7 +147,7 @@ class ClassificationTask final : public TrainTask {
     return loss;
   }
 
-  double evaluate() override {
+  double evaluate(const std::function<void(int64_t, int64_t)>& progress) override {
     const int64_t n = eval_examples();
     if (n == 0) return std::nan("");
     model_.eval();
@@ -160,14 +161,15 @@ class ClassificationTask final : public TrainTask {
         const float* row = logits.data<float>() + r * num_labels_;
         correct += (std::max_element(row, row + num_labels_) - row) == b.labels.data<int64_t>()[r];
       }
+      if (progress) progress(s + static_cast<int64_t>(idx.size()), n);
     }
     model_.train();
     return static_cast<double>(correct) / static_cast<double>(n);
   }
 
   void save(const std::string& dir, const AdamW& optimizer, const nlohmann::json& trainer_state,
-            const std::string& plot_png) override {
-    save_checkpoint(dir, {&model_, source_dir_, labels_, &optimizer, trainer_state, plot_png});
+            const std::string& plot_svg) override {
+    save_checkpoint(dir, {&model_, source_dir_, labels_, &optimizer, trainer_state, plot_svg});
   }
 
  private:
@@ -187,6 +189,7 @@ TrainReport fine_tune_classifier(const TrainConfig& cfg, const std::function<voi
   ENCORE_CHECK(cfg.batch_size > 0 && cfg.max_length > 1 && (cfg.steps > 0 || cfg.epochs > 0),
                "train: batch_size, max_length and steps or epochs must be positive");
   check_common_options(cfg);
+  create_output_parents(cfg);
   if (!cfg.output_dir.empty()) check_output_dir(cfg.output_dir);  // fail now, not after hours of training
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Example> train_set = read_examples(cfg.data), eval_set;

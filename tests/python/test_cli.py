@@ -74,9 +74,9 @@ def test_embed_errors(tmp_path):
     src.write_text("hello\n")
     res = run("embed", "-i", src, "-o", src, ok=False)
     assert res.returncode == 2 and b"overwrite the input" in res.stderr and src.read_text() == "hello\n"
-    res = run("embed", "-o", tmp_path / "out.csv", "x", ok=False)
-    assert res.returncode == 2 and b".npy, .jsonl or .json" in res.stderr
-    assert not (tmp_path / "out.csv").exists()
+    res = run("embed", "-o", tmp_path / "out.txt", "x", ok=False)
+    assert res.returncode == 2 and b".npy, .jsonl, .json or .csv" in res.stderr
+    assert not (tmp_path / "out.txt").exists()
     res = run("embed", "--no-truncation", "word " * 400, ok=False)
     assert res.returncode == 3 and b"truncation is off" in res.stderr
     jl = tmp_path / "x.jsonl"

@@ -32,6 +32,7 @@ import torch
 
 import encore
 from test_model_training import BERT_NAMES, hf_names
+from train_data import read_plot_svg
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "tools"))
@@ -199,9 +200,8 @@ def test_resume_repeats_an_uninterrupted_run_bitwise(pairs, tmp_path):
     run reshuffles once and the checkpoint sits mid-epoch; dropout 0.1, constant schedule): every logged loss,
     lr and grad norm, the full-precision losses and every tensor of model.safetensors and optimizer.safetensors
     equal (tolerance 0). The pooler gets no gradient: it stays the source's bits and has no optimizer state.
-    --save-every saves at 2, 4 and the end; the checkpoint's training.png has the retrieval-accuracy panel."""
+    --save-every saves at 2, 4 and the end; the checkpoint's training.svg has the retrieval-accuracy panel."""
     from safetensors.numpy import load_file
-    from test_train_checkpoint import decode_png
     train, held = pairs
     rotten_tomatoes.write_jsonl(train[:24], tmp_path / "train.jsonl")
     rotten_tomatoes.write_jsonl(held[:16], tmp_path / "eval.jsonl")
@@ -249,9 +249,10 @@ def test_resume_repeats_an_uninterrupted_run_bitwise(pairs, tmp_path):
     # still a sentence-transformers directory, with what resuming needs
     files = {p.name for p in part.iterdir()}
     assert {"modules.json", "1_Pooling", "encore_train_embedding.json", "optimizer.safetensors",
-            "trainer_state.json", "training.png", "model.safetensors"} <= files, files
-    img = decode_png(part / "training.png")
-    assert np.all(img == [230, 110, 20], axis=2).sum() >= 2 * 81  # accuracy markers at steps 2 and 5
+            "trainer_state.json", "training.svg", "model.safetensors"} <= files, files
+    plot = read_plot_svg(part / "training.svg")
+    assert "held-out retrieval accuracy" in plot["texts"]
+    assert [round(step) for step, _ in plot["eval"]] == [2, 5]  # accuracy markers at steps 2 and 5
     # a classification run cannot resume it
     (tmp_path / "cls.jsonl").write_text('{"text": "good", "label": 1}\n{"text": "bad", "label": 0}\n')
     res = subprocess.run([str(BIN), "train", "--data", tmp_path / "cls.jsonl", "--resume", part, "--steps", "6"],

@@ -9,16 +9,14 @@ import pathlib
 import resource
 import shutil
 import signal
-import struct
 import subprocess
-import zlib
 
 import numpy as np
 import pytest
 import torch
 import transformers as T
 from safetensors.numpy import load_file
-from train_data import TOKENIZER_FILES, save_tiny_bert, sentiment_files
+from train_data import TOKENIZER_FILES, read_plot_svg, save_tiny_bert, sentiment_files
 
 import encore
 
@@ -64,7 +62,7 @@ def test_checkpoint_loads_in_transformers_with_the_same_logits(tiny_bert, data, 
     train(tiny_bert, data, "--steps", "5", "--output", out)
     files = {p.name for p in out.iterdir()}
     assert {"model.safetensors", "config.json", "optimizer.safetensors", "trainer_state.json",
-            "training.png"} | set(TOKENIZER_FILES) <= files, files
+            "training.svg"} | set(TOKENIZER_FILES) <= files, files
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
     cfg, src = json.loads((out / "config.json").read_text()), json.loads((tiny_bert / "config.json").read_text())
     assert cfg["architectures"] == ["BertForSequenceClassification"]
@@ -121,9 +119,12 @@ def test_save_failures_leave_the_previous_checkpoint(tiny_bert, data, tmp_path):
     # Unwritable locations fail before training, naming the path.
     (tmp_path / "afile").write_text("x")
     for bad, why in [(tmp_path / "afile" / "ckpt", "is not a directory"), ("/proc/encore-ckpt", "cannot create"),
-                     (tmp_path / "no" / "such" / "ckpt", "does not exist")]:
+                     (tmp_path / "afile" / "sub" / "ckpt", "cannot create the directory")]:
         res = train(tiny_bert, data, "--steps", "1", "--output", bad, check=False)
         assert res.returncode == 3 and str(bad) in res.stderr and why in res.stderr, res.stderr
+    # Missing parents are created, as mkdir -p does (issue 13: the README's `--output runs/sentiment`).
+    train(tiny_bert, data, "--steps", "1", "--output", tmp_path / "no" / "such" / "ckpt")
+    T.AutoModelForSequenceClassification.from_pretrained(tmp_path / "no" / "such" / "ckpt")
     # A directory holding something else is never replaced.
     other = tmp_path / "other"
     other.mkdir()
@@ -224,45 +225,32 @@ def test_gradient_accumulation_equals_one_big_batch(tiny_bert, data, tmp_path):
         np.testing.assert_allclose(tb[k], ta[k], atol=1e-6, rtol=0, err_msg=k)  # measured 1.2e-8
 
 
-def decode_png(path):
-    """A PNG decoder for 8-bit RGB, filter 0 (what encore writes), checking every CRC."""
-    raw = pathlib.Path(path).read_bytes()
-    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks = 8, []
-    while pos < len(raw):
-        (n,), kind = struct.unpack(">I", raw[pos:pos + 4]), raw[pos + 4:pos + 8]
-        body = raw[pos + 8:pos + 8 + n]
-        assert struct.unpack(">I", raw[pos + 8 + n:pos + 12 + n])[0] == zlib.crc32(kind + body), kind
-        chunks.append((kind, body))
-        pos += 12 + n
-    assert [k for k, _ in chunks][0] == b"IHDR" and chunks[-1][0] == b"IEND"
-    w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (depth, ctype, interlace) == (8, 2, 0)
-    pixels = zlib.decompress(b"".join(b for k, b in chunks if k == b"IDAT"))  # checks Adler-32 too
-    rows = np.frombuffer(pixels, np.uint8).reshape(h, 1 + 3 * w)
-    assert (rows[:, 0] == 0).all()
-    return rows[:, 1:].reshape(h, w, 3)
-
-
-def test_plot_png(tiny_bert, data, tmp_path):
-    png = tmp_path / "curve.png"
-    train(tiny_bert, data, "--epochs", "4", "--lr", "3e-3", "--warmup-steps", "10", "--plot", png,
+def test_plot_svg(tiny_bert, data, tmp_path):
+    """The plot read as a user reads it: titles and axis labels are text, and the loss curve and accuracy markers,
+    mapped back through the printed tick labels, are the losses and accuracies of the CSV log."""
+    svg, log = tmp_path / "curve.svg", tmp_path / "log.csv"
+    train(tiny_bert, data, "--epochs", "4", "--lr", "3e-3", "--warmup-steps", "10", "--plot", svg, "--log", log,
           "--data", data / "more.jsonl")
-    img = decode_png(png)
-    assert img.shape == (560, 800, 3)
-    blue = np.all(img == [31, 119, 180], axis=2)
-    orange = np.all(img == [230, 110, 20], axis=2)
-    assert blue.sum() > 100 and orange.sum() > 4 * 81  # a loss polyline, and 4 accuracy markers (9x9)
-    ys, xs = np.nonzero(blue)
-    assert blue[:, :88].sum() == 0 and orange[:, :88].sum() == 0  # curves start at the y axis (x = 90)
-    first, last = ys[xs == xs.min()].min(), ys[xs == xs.max()].min()
-    assert first < last  # the loss fell: the curve ends lower (larger y) than it starts
-    assert np.nonzero(orange)[0].max() > ys.max()  # the accuracy panel is below the loss panel
-    dark = np.all(img < 60, axis=2)
-    assert dark[:, :85].sum() > 200 and dark[500:, :].sum() > 200  # tick labels left and below
-    # With --output and no --plot the checkpoint gets training.png
+    plot = read_plot_svg(svg)
+    assert {"training loss", "held-out accuracy", "optimizer step", "loss", "accuracy"} <= plot["texts"], plot["texts"]
+    rows = read_log(log)
+    losses = [float(r["loss"]) for r in rows]
+    span = max(losses) - min(losses)
+    assert len(plot["loss"]) == len(losses)
+    for i, ((step, value), want) in enumerate(zip(plot["loss"], losses)):
+        # coordinates carry 2 decimals over a ~280-unit panel: 2e-5 of the range; tolerance 1e-4 of it, and
+        # steps within 0.01 of the integer
+        assert abs(step - (i + 1)) < 0.01 and abs(value - want) < 1e-4 * span, (i, step, value, want)
+    evals = [(int(r["step"]), float(r["eval_accuracy"])) for r in rows if r["eval_accuracy"]]
+    assert len(plot["eval"]) == len(evals) == 4
+    for (step, acc), (want_step, want_acc) in zip(plot["eval"], evals):
+        assert abs(step - want_step) < 0.01 and abs(acc - want_acc) < 1e-4, (step, acc, want_step, want_acc)
+    assert losses[-1] < losses[0]  # the curve falls
+    # With --output and no --plot the checkpoint gets training.svg; a --plot that is not .svg is refused
     train(tiny_bert, data, "--steps", "2", "--output", tmp_path / "ck")
-    assert decode_png(tmp_path / "ck" / "training.png").shape == (560, 800, 3)
+    assert len(read_plot_svg(tmp_path / "ck" / "training.svg")["loss"]) == 2
+    res = train(tiny_bert, data, "--steps", "1", "--plot", tmp_path / "curve.png", check=False)
+    assert res.returncode == 2 and "name it .svg" in res.stderr, res.stderr
 
 
 def test_python_entry_point_saves_and_resumes(tiny_bert, data, tmp_path):

@@ -41,3 +41,37 @@ def save_tiny_bert(d):
     for f in TOKENIZER_FILES:
         shutil.copy(MINILM / f, d / f)
     return d
+
+
+def read_plot_svg(path):
+    """What a reader of `encore train --plot FILE.svg` sees, read back from the SVG: the panel titles and axis
+    labels, and the curves mapped back to data through the printed tick labels (a least-squares line through each
+    axis' (tick position, label value) pairs). Returns {"texts": set, "loss": [(step, loss)], "eval": [(step, acc)]}."""
+    import xml.etree.ElementTree as ET
+
+    import numpy as np
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    root = ET.parse(path).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = {t.text for t in root.iter("{http://www.w3.org/2000/svg}text")}
+
+    def axis(panel, cls, coord):
+        pts = [(float(t.get(coord)), float(t.text)) for t in panel.findall(f"s:text[@class='{cls}']", ns)]
+        assert len(pts) >= 2, (cls, pts)
+        a, b = np.polyfit([p for p, _ in pts], [v for _, v in pts], 1)
+        return lambda p: a * p + b
+    panels = {g.get("id"): g for g in root.findall("s:g", ns)}
+    loss_panel, eval_panel = panels["loss-panel"], panels.get("eval-panel")
+    x_of = axis(eval_panel if eval_panel is not None else loss_panel, "xtick", "x")  # one shared step axis
+    y_loss = axis(loss_panel, "ytick", "y")
+    loss = []
+    for line in loss_panel.findall("s:polyline[@class='loss']", ns):
+        for pair in line.get("points").split():
+            x, y = map(float, pair.split(","))
+            loss.append((x_of(x), y_loss(y)))
+    evals = []
+    if eval_panel is not None:
+        y_acc = axis(eval_panel, "ytick", "y")
+        evals = [(x_of(float(c.get("cx"))), y_acc(float(c.get("cy"))))
+                 for c in eval_panel.findall("s:circle[@class='eval-point']", ns)]
+    return {"texts": texts, "loss": loss, "eval": evals}

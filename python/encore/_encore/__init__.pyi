@@ -56,6 +56,8 @@ class AutoModel:
         """
         Runs the encoder on input_ids (B, T) or (T,) int64, attention_mask (B, T) 1 = token / 0 = padding (None: all tokens) and token_type_ids (None: zeros). Returns last_hidden_state (B, T, hidden) float32; with return_dict or output_* a dict with pooler_output, logits, hidden_states and attentions too. skip_padding (default): a right-padded batch runs on its real tokens only and hidden states are 0 at padded positions; False computes padded positions as transformers does.
         """
+    def __repr__(self) -> str:
+        ...
     def add_sequence_classifier(self, num_labels: typing.SupportsInt | typing.SupportsIndex, seed: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
         """
         a new sequence-classification head laid out as the family's *ForSequenceClassification, normal(0, 0.02)
@@ -266,8 +268,8 @@ def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Threads for encore's parallel regions and oneDNN's GEMMs (default: $ENCORE_NUM_THREADS, else the cores)
     """
-def train(model: str, data: str, eval_data: str = '', eval_fraction: typing.SupportsFloat | typing.SupportsIndex = 0.1, steps: typing.SupportsInt | typing.SupportsIndex = 0, epochs: typing.SupportsInt | typing.SupportsIndex = 1, batch_size: typing.SupportsInt | typing.SupportsIndex = 16, lr: typing.SupportsFloat | typing.SupportsIndex = 2e-05, weight_decay: typing.SupportsFloat | typing.SupportsIndex = 0.01, warmup_steps: typing.SupportsInt | typing.SupportsIndex = 0, schedule: str = 'linear', max_grad_norm: typing.SupportsFloat | typing.SupportsIndex = 1.0, max_length: typing.SupportsInt | typing.SupportsIndex = 128, seed: typing.SupportsInt | typing.SupportsIndex = 42, shuffle: bool = True, log: str = '', output: str = '', save_every: typing.SupportsInt | typing.SupportsIndex = 0, resume: str = '', dropout: typing.SupportsFloat | typing.SupportsIndex = -1.0, plot: str = '', grad_accum: typing.SupportsInt | typing.SupportsIndex = 1, task: str = 'classification', gradient_checkpointing: bool = False) -> dict:
+def train(model: str, data: str, *, task: str = 'classification', eval_data: str = '', eval_fraction: float = 0.1, steps: int = 0, epochs: int = 1, batch_size: int = 16, lr: float = 2e-05, weight_decay: float = 0.01, warmup_steps: int = 0, schedule: str = 'linear', max_grad_norm: float = 1.0, max_length: int = 128, seed: int = 42, shuffle: bool = True, grad_accum: int = 1, dropout: float = -1.0, gradient_checkpointing: bool = False, log: str = '', output: str = '', save_every: int = 0, resume: str = '', plot: str = '') -> dict:
     """
-    the engine of `encore train`: task 'classification' fine-tunes for sequence classification (text[, text_pair], label), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss (eval_accuracy is then held-out retrieval accuracy, eval_before the same before training); returns a report
+    The engine of `encore train`: task 'classification' fine-tunes for sequence classification (text[, text_pair], label), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss (eval_accuracy is then held-out retrieval accuracy, eval_before the same before training). The options are `encore train`'s (docs/training.md): log = --log CSV, output = --output DIR, resume = --resume DIR, plot = --plot FILE.svg. Returns a report dict (losses, eval_accuracy with eval_epochs/eval_steps, examples_trained, ...). Ctrl-C stops it after the current step (KeyboardInterrupt).
     """
 __version__: str = '0.1.0'

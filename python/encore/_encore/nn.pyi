@@ -4,14 +4,22 @@ torch.nn-compatible Transformer modules on numpy arrays
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['LayerNorm', 'Module', 'MultiheadAttention', 'RMSNorm', 'Transformer', 'TransformerDecoder', 'TransformerDecoderLayer', 'TransformerEncoder', 'TransformerEncoderLayer']
+__all__: list[str] = ['LayerNorm', 'Linear', 'Module', 'MultiheadAttention', 'RMSNorm', 'Transformer', 'TransformerDecoder', 'TransformerDecoderLayer', 'TransformerEncoder', 'TransformerEncoderLayer', 'sinusoidal_positions']
 class Module:
     """
     Base of encore.nn modules (torch.nn.Module's state_dict / train / eval / grads over numpy arrays)
     """
+    def __repr__(self) -> str:
+        """
+        torch's module repr: the class, extra_repr(), then each child indented
+        """
     def eval(self) -> typing.Any:
         """
         Inference mode (train(False)). Returns self.
+        """
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
         """
     def grads(self) -> dict:
         """
@@ -66,6 +74,10 @@ class LayerNorm(Module):
         """
         gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())
         """
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
+        """
     def forward(self, input: typing.Any) -> typing.Any:
         """
         Normalizes input (..., *normalized_shape) float32; returns the same shape
@@ -82,6 +94,10 @@ class RMSNorm(Module):
     @typing.overload
     def __init__(self, normalized_shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], eps: typing.SupportsFloat | typing.SupportsIndex | None = None, elementwise_affine: bool = True) -> None:
         ...
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
+        """
     def forward(self, input: typing.Any) -> typing.Any:
         """
         Normalizes input (..., *normalized_shape) float32; returns the same shape
@@ -97,6 +113,10 @@ class MultiheadAttention(Module):
     def backward(self, grad_output: typing.Any) -> typing.Any:
         """
         gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())
+        """
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
         """
     def forward(self, query: typing.Any, key: typing.Any, value: typing.Any, key_padding_mask: typing.Any = None, need_weights: bool = True, attn_mask: typing.Any = None, average_attn_weights: bool = True, is_causal: bool = False) -> tuple[typing.Any, typing.Any]:
         """
@@ -129,9 +149,21 @@ class TransformerEncoderLayer(Module):
         """
         gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())
         """
+    def dropout_sites(self) -> dict:
+        """
+        the dropout probability at each site, as set_dropout takes them
+        """
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
+        """
     def forward(self, src: typing.Any, src_mask: typing.Any = None, src_key_padding_mask: typing.Any = None, is_causal: bool = False) -> typing.Any:
         """
         src (S, N, E), or (N, S, E) with batch_first -> the same shape; src_key_padding_mask (N, S) True = padding
+        """
+    def set_dropout(self, attention_probs: typing.SupportsFloat | typing.SupportsIndex = 0.0, attention_output: typing.SupportsFloat | typing.SupportsIndex = 0.0, ffn_hidden: typing.SupportsFloat | typing.SupportsIndex = 0.0, ffn_output: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> None:
+        """
+        dropout probability at each site of the training forward, each in [0, 1]: the attention probabilities, self_attn's output before the residual, the FFN hidden act(linear1(x)), and linear2's output before the residual
         """
     @property
     def batch_first(self) -> bool:
@@ -154,6 +186,10 @@ class TransformerEncoder(Module):
     def backward(self, grad_output: typing.Any) -> typing.Any:
         """
         gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())
+        """
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
         """
     def forward(self, src: typing.Any, mask: typing.Any = None, src_key_padding_mask: typing.Any = None, is_causal: typing.Any = None) -> typing.Any:
         """
@@ -184,6 +220,10 @@ class TransformerDecoderLayer(Module):
         """
         (gradient of tgt, gradient of memory) for the last training-mode forward; accumulates parameter gradients
         """
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
+        """
     def forward(self, tgt: typing.Any, memory: typing.Any, tgt_mask: typing.Any = None, memory_mask: typing.Any = None, tgt_key_padding_mask: typing.Any = None, memory_key_padding_mask: typing.Any = None, tgt_is_causal: bool = False, memory_is_causal: bool = False) -> typing.Any:
         """
         tgt (T, N, E) attending to memory (S, N, E) (batch-first with batch_first) -> the shape of tgt
@@ -196,6 +236,10 @@ class TransformerDecoder(Module):
         ...
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: typing.SupportsInt | typing.SupportsIndex, norm: LayerNorm | None = None) -> None:
         ...
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
+        """
     def forward(self, tgt: typing.Any, memory: typing.Any, tgt_mask: typing.Any = None, memory_mask: typing.Any = None, tgt_key_padding_mask: typing.Any = None, memory_key_padding_mask: typing.Any = None, tgt_is_causal: typing.Any = None, memory_is_causal: bool = False) -> typing.Any:
         """
         tgt (T, N, E) attending to memory (S, N, E) (batch-first with batch_first) -> the shape of tgt
@@ -216,7 +260,43 @@ class Transformer(Module):
         ...
     def __init__(self, d_model: typing.SupportsInt | typing.SupportsIndex = 512, nhead: typing.SupportsInt | typing.SupportsIndex = 8, num_encoder_layers: typing.SupportsInt | typing.SupportsIndex = 6, num_decoder_layers: typing.SupportsInt | typing.SupportsIndex = 6, dim_feedforward: typing.SupportsInt | typing.SupportsIndex = 2048, dropout: typing.SupportsFloat | typing.SupportsIndex = 0.1, activation: str = 'relu', custom_encoder: typing.Any = None, custom_decoder: typing.Any = None, layer_norm_eps: typing.SupportsFloat | typing.SupportsIndex = 1e-05, batch_first: bool = False, norm_first: bool = False, bias: bool = True) -> None:
         ...
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
+        """
     def forward(self, src: typing.Any, tgt: typing.Any, src_mask: typing.Any = None, tgt_mask: typing.Any = None, memory_mask: typing.Any = None, src_key_padding_mask: typing.Any = None, tgt_key_padding_mask: typing.Any = None, memory_key_padding_mask: typing.Any = None, src_is_causal: typing.Any = None, tgt_is_causal: typing.Any = None, memory_is_causal: bool = False) -> typing.Any:
         """
         src (S, N, E), tgt (T, N, E) (batch-first with batch_first) -> (T, N, E), as torch.nn.Transformer.forward
         """
+class Linear(Module):
+    """
+    torch.nn.Linear: y = x Wᵀ + b, weight (out, in)
+    """
+    def __call__(self, input: typing.Any) -> typing.Any:
+        ...
+    def __init__(self, in_features: typing.SupportsInt | typing.SupportsIndex, out_features: typing.SupportsInt | typing.SupportsIndex, bias: bool = True) -> None:
+        """
+        torch.nn.Linear(in_features, out_features, bias=True): weight (out_features, in_features), Xavier-uniform (encore's init for every layer, seeded by encore.manual_seed; torch's Linear uses Kaiming-uniform), bias zero
+        """
+    def extra_repr(self) -> str:
+        """
+        the module's own settings in its repr (torch's extra_repr)
+        """
+    def forward(self, input: typing.Any) -> typing.Any:
+        """
+        y = input Wᵀ + b for input (..., in_features) float32; returns (..., out_features)
+        """
+    @property
+    def in_features(self) -> int:
+        """
+        size of each input sample (the last dimension)
+        """
+    @property
+    def out_features(self) -> int:
+        """
+        size of each output sample
+        """
+def sinusoidal_positions(length: typing.SupportsInt | typing.SupportsIndex, d_model: typing.SupportsInt | typing.SupportsIndex, start: typing.SupportsInt | typing.SupportsIndex = 0) -> typing.Any:
+    """
+    the (length, d_model) sinusoidal positional-encoding table of 'Attention Is All You Need' for positions start .. start+length-1: pe[p, 2i] = sin(p / 10000^(2i/d_model)), pe[p, 2i+1] = cos(the same)
+    """
