@@ -25,3 +25,6 @@ echo "== docs (mkdocs build --strict)"
 ${PYTHON:-python3} -m mkdocs build --strict -q
 echo "== fuzz (tests/fuzz: each libFuzzer harness 30 s on clang + ASan/UBSan; longer by hand: scripts/fuzz.sh)"
 bash scripts/fuzz.sh "${ENCORE_FUZZ_SECONDS:-30}"
+# ASan+UBSan (build-asan: ctest, the CLI under the bad-input suite, a Python subset through the sanitized module)
+# and TSan (build-tsan: the concurrent tests); prints its own == sections and fails on any sanitizer report.
+bash scripts/test_sanitizers.sh
