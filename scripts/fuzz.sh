@@ -39,7 +39,7 @@ for h in "${HARNESSES[@]}"; do
   log=$(mktemp)
   limit=(-max_total_time="$SECONDS_EACH")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
-  echo "-- fuzz_$h (${FUZZ_RUNS:+$FUZZ_RUNS runs}${FUZZ_RUNS:-$SECONDS_EACH s})"
+  if [ -n "${FUZZ_RUNS:-}" ]; then echo "-- fuzz_$h ($FUZZ_RUNS runs)"; else echo "-- fuzz_$h ($SECONDS_EACH s)"; fi
   mkdir -p "$work/new" "$work/tmp"
   # -timeout: one input taking over 10 s is a hang; -malloc_limit_mb: one allocation over 1 GiB is a runaway.
   if ! TMPDIR="$work/tmp" "build-fuzz/fuzz_$h" "${limit[@]}" -timeout=10 -rss_limit_mb=3072 -malloc_limit_mb=1024 \
