@@ -210,6 +210,90 @@ def test_reference_build_fails_for_an_undocumented_command(commands):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Examples that show their output: run them and compare
+# ---------------------------------------------------------------------------------------------------------------
+# Pages whose ```console blocks are transcripts: `$ command` lines and exactly what they printed (errors.md's
+# blocks are annotated summaries of the bad-input suite, which checks those cases itself).
+TRANSCRIPT_PAGES = ["cli.md", "model_families.md"]
+
+
+def console_examples() -> list[tuple[str, int, str, list[str]]]:
+    """(page, line, command, expected output lines) for each `$ command` in a ```console block of the transcript
+    pages that is followed by output. A line "..." ends what is compared (the rest of the output is not shown)."""
+    examples = []
+    for path in [DOCS / name for name in TRANSCRIPT_PAGES]:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        in_console = False
+        current: tuple[int, str, list[str]] | None = None
+        for n, line in enumerate(lines, 1):
+            if re.match(r"^```console\s*$", line):
+                in_console = True
+                continue
+            if in_console and line.startswith("```"):
+                in_console = False
+            if current and (not in_console or line.startswith("$ ")):
+                if current[2]:
+                    examples.append((path.name, *current))
+                current = None
+            if in_console and line.startswith("$ "):
+                current = (n, line[2:], [])
+            elif in_console and current:
+                current[2].append(line.rstrip())
+    return examples
+
+
+# Files the examples read, as the page shows or describes them.
+FIXTURES = {
+    "train.jsonl": '{"text": "the trip was good", "label": "positive"}\n',
+    "deberta-dir/config.json": '{"model_type": "deberta-v2"}\n',
+}
+
+
+@pytest.mark.parametrize("page, line, command, expected", console_examples(),
+                         ids=[f"{e[0]}:{e[1]}" for e in console_examples()])
+def test_shown_output_is_what_the_command_prints(tmp_path, page, line, command, expected):
+    """A command shown with its output prints that output today (stdout and stderr, in order; the binary is the
+    one under test, as `encore`)."""
+    import subprocess
+
+    for name, text in FIXTURES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    env = {**os.environ, "PATH": f"{BIN.parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("ENCORE_MODEL", None)
+    res = subprocess.run(["bash", "-c", "{ " + command + "\n} 2>&1"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    actual = [ln.rstrip() for ln in res.stdout.splitlines()]
+    shown = expected[:expected.index("...")] if "..." in expected else expected
+    got = actual[:len(shown)] if "..." in expected else actual
+    assert len(got) == len(shown) and all(map(same_line, got, shown)), \
+        f"docs/{page}:{line}: `{command}` now prints:\n" + "\n".join(actual[:40])
+
+
+DECIMAL = re.compile(r"-?\d+\.\d+")
+
+
+def same_line(got: str, shown: str) -> bool:
+    """Equal text; decimals (similarities, cosines) within 2e-3, so another CPU's kernels (AVX2, no VNNI for
+    int8) print the same transcript. Everything else, integers and token ids included, must match exactly."""
+    if DECIMAL.sub("#", got) != DECIMAL.sub("#", shown):
+        return False
+    return all(abs(float(a) - float(b)) <= 2e-3 for a, b in zip(DECIMAL.findall(got), DECIMAL.findall(shown)))
+
+
+def test_same_line():
+    assert same_line("[ 0]   1.000  0.704", "[ 0]   1.000  0.705")
+    assert not same_line("[ 0]   1.000  0.704", "[ 0]   1.000  0.710")
+    assert not same_line("min 0.99 mean", "min 0.99 max")
+    assert not same_line("ids [101, 7592]", "ids [101, 7593]")
+
+
+def test_console_examples_are_found():
+    found = {(page, command.split()[1]) for page, _, command, _ in console_examples() if command.startswith("encore")}
+    assert {("cli.md", "similarity"), ("cli.md", "trace"), ("model_families.md", "info")} <= found, found
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Model families, benchmarks, links
 # ---------------------------------------------------------------------------------------------------------------
 def test_model_families_page_lists_the_registered_types():
