@@ -28,8 +28,10 @@ def interrupt_after_start(script, tmp_path, wait_s=1.0):
     path = tmp_path / "job.py"
     path.write_text(textwrap.dedent(script))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # SIGINT back to its default in the child, as a terminal gives it: a test run started in the background of a
+    # non-interactive shell (CI) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
     proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+                            env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline()
         assert line.strip() == "started", (line, proc.stderr.read() if proc.poll() is not None else "")
