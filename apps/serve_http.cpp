@@ -64,13 +64,14 @@ ParsedRequest parse_request(std::string_view bytes, int64_t payload_limit) {
   parser.eager(true);
   beast::error_code ec;
   size_t used = 0;
+  // Beast's contract: after need_more, put() may only be called again with the unconsumed bytes *plus new
+  // ones* (its chunk parser asserts that it sees more than last time). All the bytes are here and eager() makes
+  // one put() go as far as they allow, so need_more means they end inside the request: stop there.
   while (!parser.is_done() && used < bytes.size()) {
-    const size_t n = parser.put(net::buffer(bytes.data() + used, bytes.size() - used), ec);
-    used += n;
+    used += parser.put(net::buffer(bytes.data() + used, bytes.size() - used), ec);
     if (ec == bhttp::error::need_more) {
       ec = {};
-      if (n == 0) break;  // the bytes end inside the request
-      continue;
+      break;
     }
     if (ec) break;
   }

@@ -7,6 +7,11 @@
 #   bash scripts/fuzz.sh 600          # each harness 10 minutes
 #   FUZZ_RUNS=1000000 bash scripts/fuzz.sh      # each harness a fixed number of executions
 #   FUZZ_ONLY="tokenize records" bash scripts/fuzz.sh 60
+#   FUZZ_SEED=1 bash scripts/fuzz.sh  # libFuzzer's mutations from a fixed seed (scripts/test.sh does this)
+#
+# Without FUZZ_SEED every run explores new inputs (what a long run by hand is for). The test suite fixes the seed
+# so that it is a gate rather than a lottery: the same commit makes the same inputs (a faster machine just gets
+# further along the same sequence), and a new finding comes from a change, not from the day's draw.
 #
 # Seeds: tests/fuzz/corpus/<harness> (read, never written: new inputs go to a scratch directory). A finding is
 # written to tests/fuzz/crashes/<harness>-crash-<sha1>; once fixed, copy it into tests/fuzz/corpus/<harness>/ so
@@ -39,6 +44,7 @@ for h in "${HARNESSES[@]}"; do
   log=$(mktemp)
   limit=(-max_total_time="$SECONDS_EACH")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
+  [ -n "${FUZZ_SEED:-}" ] && limit+=(-seed="$FUZZ_SEED")
   if [ -n "${FUZZ_RUNS:-}" ]; then echo "-- fuzz_$h ($FUZZ_RUNS runs)"; else echo "-- fuzz_$h ($SECONDS_EACH s)"; fi
   mkdir -p "$work/new" "$work/tmp"
   # -timeout: one input taking over 10 s is a hang; -malloc_limit_mb: one allocation over 1 GiB is a runaway.

@@ -23,8 +23,8 @@ echo "== stubs (python/encore/_encore/*.pyi = pybind11-stubgen of the module) an
 bash scripts/check_stubs.sh
 echo "== docs (mkdocs build --strict)"
 ${PYTHON:-python3} -m mkdocs build --strict -q
-echo "== fuzz (tests/fuzz: each libFuzzer harness 30 s on clang + ASan/UBSan; longer by hand: scripts/fuzz.sh)"
-bash scripts/fuzz.sh "${ENCORE_FUZZ_SECONDS:-30}"
+echo "== fuzz (tests/fuzz: each libFuzzer harness 30 s on clang + ASan/UBSan, seed 1; longer by hand: scripts/fuzz.sh)"
+FUZZ_SEED=${FUZZ_SEED:-1} bash scripts/fuzz.sh "${ENCORE_FUZZ_SECONDS:-30}"
 # ASan+UBSan (build-asan: ctest, the CLI under the bad-input suite, a Python subset through the sanitized module)
 # and TSan (build-tsan: the concurrent tests); prints its own == sections and fails on any sanitizer report.
 bash scripts/test_sanitizers.sh
