@@ -399,6 +399,7 @@ void register_embed(CLI::App& app) {
       BlockAppender out(e.output, /*truncate=*/!e.resume);  // appended and fsynced block by block (--resume)
       OutputSink sink(nullptr, &out, format);
       embed_into(sink);
+      out.close();
     } else {
       // A temporary file renamed over the target at the end: an existing output is never left half-written,
       // a failed write leaves nothing behind.

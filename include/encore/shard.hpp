@@ -58,6 +58,9 @@ class BlockAppender {
   BlockAppender& operator=(const BlockAppender&) = delete;
   void append(const std::string& bytes);  // written with write(2) (retried on short writes)
   void sync();                            // fsync: everything appended so far survives a kill or a crash
+  // sync() then close(2), each checked (a network filesystem may report a failed write only at close). The
+  // destructor closes without checking: call close() when the output is complete.
+  void close();
 
  private:
   std::string path_;

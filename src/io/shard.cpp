@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 
 #include "encore/error.hpp"
 
@@ -102,7 +103,17 @@ void BlockAppender::append(const std::string& bytes) {
 }
 
 void BlockAppender::sync() {
+  if (fd_ < 0) throw std::logic_error("BlockAppender::sync after close");
   if (::fsync(fd_) != 0 && errno != EINVAL) throw ResourceError(detail::concat("fsync of '", path_, "' failed: ", std::strerror(errno)));
+}
+
+void BlockAppender::close() {
+  if (fd_ < 0) return;
+  sync();
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0 && errno != EINTR)
+    throw ResourceError(detail::concat("closing '", path_, "' failed: ", std::strerror(errno)));
 }
 
 }  // namespace encore
