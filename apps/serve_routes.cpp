@@ -216,14 +216,23 @@ struct Router::Impl {
     max_length = encoder->max_seq_length();
     head = encoder->model().info().head;
     labels = encoder->model().info().id2label;
-    for (const fs::path p : {fs::path(config.model_dir) / "config_sentence_transformers.json"}) {
-      if (!fs::exists(p)) continue;
-      try {
-        std::ifstream in(p);
-        const Json j = Json::parse(in);
-        if (j.contains("prompts") && j["prompts"].is_object()) prompts = j["prompts"];
-      } catch (const std::exception&) {
-        // prompts are optional; a malformed file only means no prompt_name works
+    // prompt_name's table. The file is optional; a malformed one is an error at start-up (as
+    // sentence-transformers refuses to load it), not a server whose prompts silently vanish.
+    const fs::path st_config = fs::path(config.model_dir) / "config_sentence_transformers.json";
+    if (fs::exists(st_config)) {
+      std::ifstream in(st_config);
+      const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object())
+        throw ModelFormatError("'" + st_config.string() + "': not a JSON object");
+      if (j.contains("prompts") && !j["prompts"].is_null()) {
+        if (!j["prompts"].is_object())
+          throw ModelFormatError("'" + st_config.string() + "' /prompts: expected an object of name: prompt text, got " +
+                                 j["prompts"].type_name());
+        for (const auto& [name, text] : j["prompts"].items())
+          if (!text.is_string())
+            throw ModelFormatError("'" + st_config.string() + "' /prompts/" + name + ": expected a string, got " +
+                                   text.type_name());
+        prompts = j["prompts"];
       }
     }
   }
