@@ -107,6 +107,14 @@ def seeded(request):
     return seed
 
 
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """The small random BERT of train_data.save_tiny_bert (transformers' init, seed 0, MiniLM's tokenizer), saved
+    once per run; tests read it and write their outputs elsewhere."""
+    from train_data import save_tiny_bert
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
 # ---------------------------------------------------------------------------
 # Data helpers
 # ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-from train_data import MINILM, save_tiny_bert, sentiment_files
+from train_data import MINILM, sentiment_files
 
 import encore
 
@@ -36,11 +36,6 @@ def refused(*args, needle):
     """The command fails before any work: exit code != 0, nothing on stdout, the message names the problem."""
     res = run(*args, ok=False)
     assert res.returncode != 0 and res.stdout == "" and needle in res.stderr, (args, res.stdout[:200], res.stderr)
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
 @pytest.fixture(scope="module")

@@ -25,11 +25,6 @@ BIN = pathlib.Path(os.environ.get("ENCORE_BIN", ROOT / "build" / "encore"))
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
-
-
-@pytest.fixture(scope="module")
 def data(tmp_path_factory):
     # 40 examples = 3 steps of 16 per epoch: runs below cross epoch boundaries; 400 are enough for the tiny
     # model to learn the task (the plot's curve must fall)

@@ -8,17 +8,12 @@ import subprocess
 
 import numpy as np
 import pytest
-from train_data import save_tiny_bert, sentiment_files
+from train_data import sentiment_files
 
 import encore
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("ENCORE_BIN", ROOT / "build" / "encore"))
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
 @pytest.fixture(scope="module")

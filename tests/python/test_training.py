@@ -85,6 +85,7 @@ def test_fifty_adamw_steps_match_torch():
     topt = torch.optim.AdamW(tmodel.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.05)
     eopt = encore.optim.AdamW(emodel, lr=3e-3, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.05)
     target_w = rng.standard_normal((32, 32)).astype(np.float32) * 0.2
+    key_grad_max, lr_sum = 0.0, 0.0
     for step in range(50):
         lr = encore.optim.learning_rate_at(step, 3e-3, 5, 50, "linear")
         for g in topt.param_groups:
@@ -106,6 +107,14 @@ def test_fifty_adamw_steps_match_torch():
         ye = emodel(x, src_key_padding_mask=kpm)
         le, dy = encore.losses.mse(ye, target)
         emodel.backward(dy)
+        for name, g in emodel.grads().items():
+            if name.endswith("self_attn.in_proj_bias"):
+                E = g.shape[0] // 3
+                # b_k's gradient is exactly zero in exact arithmetic (see below): float32 rounding only, measured
+                # ~1e-7 of b_q's; a backward that gave b_k a real gradient would fail this bound (margin 100x).
+                assert np.abs(g[E:2 * E]).max() <= 1e-5 * np.abs(g[:E]).max(), f"step {step}: {name} b_k gradient"
+                key_grad_max = max(key_grad_max, float(np.abs(g[E:2 * E]).max()))
+        lr_sum += lr
         enorm = encore.optim.clip_grad_norm_(emodel, 1.0)
         eopt.step()
         assert abs(le - lt.item()) <= 1e-4 * abs(lt.item()), f"step {step}: loss {le} vs torch {lt.item()}"
@@ -114,11 +123,15 @@ def test_fifty_adamw_steps_match_torch():
     for name, p in tmodel.named_parameters():
         want, got = p.detach().numpy(), final[name]
         if name.endswith("self_attn.in_proj_bias"):
-            # The key bias b_k has an exactly zero gradient (softmax is invariant to adding q·b_k to every key),
-            # so both libraries feed Adam pure rounding noise (~1e-14), which Adam normalises into random steps
-            # of size ~lr. Those 32 entries are bounded by the step size instead; q and v biases compared exactly.
+            # The key bias b_k has an exactly zero gradient (softmax is invariant to adding q·b_k to every key), so
+            # each library feeds Adam its own rounding noise and the two b_k drift apart: not comparable to each
+            # other. Bounded instead by what AdamW can do with gradients |g| <= G from b_k = 0: |m_hat| <= G, so a
+            # step moves b_k by at most lr * G / eps, and decoupled weight decay only shrinks it; encore's b_k must
+            # stay within sum(lr) * G / eps (G measured above; measured: |b_k| 2.2e-6, G 4.4e-10, bound 3.3e-5).
+            # q and v biases are compared like every other parameter.
             E = want.shape[0] // 3
-            assert np.abs(got[E:2 * E] - want[E:2 * E]).max() <= 50 * 3e-3
+            key_bound = lr_sum * key_grad_max / 1e-6
+            assert np.abs(got[E:2 * E]).max() <= key_bound, f"{name}: b_k {np.abs(got[E:2 * E]).max():.2e} > {key_bound:.2e}"
             want, got = np.concatenate([want[:E], want[2 * E:]]), np.concatenate([got[:E], got[2 * E:]])
         d = np.abs(got - want).max() / np.abs(want).max()
         assert d <= 1e-4, f"{name}: final parameter rel diff {d:.2e}"
