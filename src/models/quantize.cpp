@@ -189,7 +189,10 @@ QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::str
                "quantize: internal error: not every encoder Linear weight was found in '", model_dir, "'");
 
   // Everything goes to a temporary sibling directory renamed into place at the end: no half-written output.
-  std::string tmp = (parent / ("." + out.filename().string() + ".tmp-XXXXXX")).string();
+  std::string tmp_name = ".";  // appended piecewise: GCC 12's -Wrestrict misfires on "." + std::string&&
+  tmp_name += out.filename().string();
+  tmp_name += ".tmp-XXXXXX";
+  std::string tmp = (parent / tmp_name).string();
   ENCORE_CHECK(::mkdtemp(tmp.data()) != nullptr, "quantize: cannot create a temporary directory in '",
                parent.string(), "': ", std::strerror(errno));
   try {

@@ -294,10 +294,10 @@ TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const 
 void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const Tensor& mask, const Tensor& types,
                                        bool normalize, int64_t batch) {
   const std::string texts = std::to_string(batch) + " sequence(s)";
-  auto fail = [&](const std::string& module) {
-    throw NonFiniteError("the forward produced NaN or Inf in " + module + " (model '" + m.dir + "', batch of " +
-                         texts + "); check the weights and config (e.g. layer_norm_eps > 0), or pass "
-                         "--allow-nonfinite / allow_nonfinite=True to get the values anyway");
+  auto nonfinite_in = [&](const std::string& module) {
+    return NonFiniteError("the forward produced NaN or Inf in " + module + " (model '" + m.dir + "', batch of " +
+                          texts + "); check the weights and config (e.g. layer_norm_eps > 0), or pass "
+                          "--allow-nonfinite / allow_nonfinite=True to get the values anyway");
   };
   ForwardOptions fo;
   fo.compute_logits = false;
@@ -305,15 +305,15 @@ void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const T
   ModelOutput out = m.model->forward(ids, mask, types, fo);
   for (size_t i = 0; i < out.hidden_states.size(); ++i)
     if (!all_finite(out.hidden_states[i]))
-      fail(i == 0 ? std::string("the embeddings") : "encoder layer " + std::to_string(i - 1));
-  if (!all_finite(out.last_hidden_state)) fail("the encoder's last hidden state");
+      throw nonfinite_in(i == 0 ? std::string("the embeddings") : "encoder layer " + std::to_string(i - 1));
+  if (!all_finite(out.last_hidden_state)) throw nonfinite_in("the encoder's last hidden state");
   Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
-  if (!all_finite(emb)) fail("the pooling");
+  if (!all_finite(emb)) throw nonfinite_in("the pooling");
   for (size_t i = 0; i < m.dense.size(); ++i) {
     emb = ops::linear_forward(emb, m.dense[i].weight, m.dense[i].bias, m.dense[i].act);
-    if (!all_finite(emb)) fail("Dense module " + std::to_string(i));
+    if (!all_finite(emb)) throw nonfinite_in("Dense module " + std::to_string(i));
   }
-  fail(normalize ? "the L2 normalisation" : "the output");
+  throw nonfinite_in(normalize ? "the L2 normalisation" : "the output");
 }
 
 std::vector<Encoding> SentenceEncoder::tokenize(const std::vector<std::string>& texts) const {

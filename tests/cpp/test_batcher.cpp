@@ -134,7 +134,9 @@ TEST(Batcher, StarvationBoundUnderAFloodOfShortRequests) {
     }
     EXPECT_TRUE(served) << "max_skips " << max_skips;
     EXPECT_LE(batches, max_skips + 1) << "max_skips " << max_skips;
-    if (max_skips > 0) EXPECT_GT(batches, 1) << "shortest-first passed it over at least once";
+    if (max_skips > 0) {
+      EXPECT_GT(batches, 1) << "shortest-first passed it over at least once";
+    }
   }
 }
 
