@@ -38,6 +38,8 @@ struct EmbedArgs {
   bool jsonl = false, normalize = false, no_normalize = false, no_truncation = false, quiet = false;
   bool allow_nonfinite = false;
   int64_t batch_size = 32, max_length = 0;
+  std::optional<std::string> prompt_name, prompt;
+  int64_t dimensions = 0;  // 0: all
   int threads = 0;
   std::string shard;     // "I/N" (embed only)
   int64_t block = 1024;  // records encoded together (embed only)
@@ -90,6 +92,15 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
   auto* nn = cmd->add_flag("--no-normalize", a.no_normalize, "do not normalise (default: what the model's pipeline says)");
   n->excludes(nn);
   cmd->add_flag("--no-truncation", a.no_truncation, "fail on texts longer than max length instead of truncating");
+  auto* pn = cmd->add_option("--prompt-name", a.prompt_name, "prepend the model's prompt of this name to every text "
+                             "(config_sentence_transformers.json's prompts, e.g. query; default: the model's "
+                             "default_prompt_name, if any)");
+  auto* pt = cmd->add_option("--prompt", a.prompt, "prepend this text to every text (instead of a named prompt; "
+                             "--prompt '' turns a default prompt off)");
+  pn->excludes(pt);
+  cmd->add_option("--dimensions", a.dimensions, "keep the first N dimensions of each embedding (Matryoshka models; "
+                  "with --normalize the kept part is normalised again)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   add_threads_option(*cmd, a.threads);
   cmd->add_flag("--allow-nonfinite", a.allow_nonfinite, "write NaN/Inf embeddings instead of failing (JSON gets "
                 "null for them); by default a forward producing NaN/Inf is an error naming the module");
@@ -298,6 +309,11 @@ SentenceEncoder load_encoder(const EmbedArgs& a) {
       note("--max-length ", a.max_length, " is more than the model's limit of ", limit, " tokens: using ", limit);
     enc.set_max_seq_length(std::min<int64_t>(a.max_length, limit));
   }
+  if (a.dimensions > 0) enc.set_truncate_dim(a.dimensions);
+  EncodeOptions prompt;
+  prompt.prompt_name = a.prompt_name;
+  prompt.prompt = a.prompt;
+  enc.resolve_prompt(prompt);  // an unknown --prompt-name fails here, before any input is read or output written
   return enc;
 }
 
@@ -310,6 +326,8 @@ Tensor run_encoder(const SentenceEncoder& enc, const std::vector<std::string>& t
   if (a.no_normalize) opt.normalize = false;
   opt.truncate = !a.no_truncation;
   opt.allow_nonfinite = a.allow_nonfinite;
+  opt.prompt_name = a.prompt_name;
+  opt.prompt = a.prompt;
   const bool bar = !a.quiet && isatty(STDERR_FILENO) && (total < 0 || total > 2 * a.batch_size);
   if (bar) {
     opt.progress = [done_before, total](int64_t done, int64_t) {

@@ -40,7 +40,7 @@ std::mutex log_mutex;
 
 // One JSON object per line on stderr: {"time", "level", "message", ...fields}.
 void log_line(const char* level, const std::string& message, Json fields = Json::object()) {
-  char ts[40];
+  char ts[80];  // room for any int the format can print (GCC checks the worst case)
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;

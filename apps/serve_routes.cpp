@@ -205,7 +205,7 @@ struct Router::Impl {
   serve::Engine& engine;
   ServeMetrics& metrics;
   std::atomic<int64_t> permits_used{0};
-  Json prompts = Json::object();  // config_sentence_transformers.json's prompts
+  Json prompts = Json::object();  // the model's prompts (SentenceEncoder::prompts), as /info shows them
   int64_t vocab = 0, max_length = 0;
   std::string head;               // "", "sequence_classification"
   std::vector<std::string> labels;
@@ -216,25 +216,8 @@ struct Router::Impl {
     max_length = encoder->max_seq_length();
     head = encoder->model().info().head;
     labels = encoder->model().info().id2label;
-    // prompt_name's table. The file is optional; a malformed one is an error at start-up (as
-    // sentence-transformers refuses to load it), not a server whose prompts silently vanish.
-    const fs::path st_config = fs::path(config.model_dir) / "config_sentence_transformers.json";
-    if (fs::exists(st_config)) {
-      std::ifstream in(st_config);
-      const Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.is_object())
-        throw ModelFormatError("'" + st_config.string() + "': not a JSON object");
-      if (j.contains("prompts") && !j["prompts"].is_null()) {
-        if (!j["prompts"].is_object())
-          throw ModelFormatError("'" + st_config.string() + "' /prompts: expected an object of name: prompt text, got " +
-                                 j["prompts"].type_name());
-        for (const auto& [name, text] : j["prompts"].items())
-          if (!text.is_string())
-            throw ModelFormatError("'" + st_config.string() + "' /prompts/" + name + ": expected a string, got " +
-                                   text.type_name());
-        prompts = j["prompts"];
-      }
-    }
+    // prompt_name's table: the library read config_sentence_transformers.json (a malformed one failed the load).
+    for (const auto& [name, text] : encoder->prompts()) prompts[name] = text;
   }
 
   bool is_classifier() const { return head == "sequence_classification"; }

