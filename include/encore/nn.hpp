@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,6 +61,60 @@ class ScopedObserver {
   Observer previous_;
 };
 
+class Module;
+
+// A module's parameter: a Tensor whose copy is a copy of its values (torch's copy.deepcopy of a Parameter), so
+// copying a module - member by member, as the compiler does - gives the copy its own weights (`copy = layer`
+// then training `copy` leaves `layer` as it was). Moves keep the storage (a checkpoint's mapped weights stay
+// mapped). Assigning a Tensor binds the parameter to that tensor's storage (loaders), as Tensor's own assignment.
+class Parameter : public Tensor {
+ public:
+  Parameter() = default;
+  explicit Parameter(Tensor t) : Tensor(std::move(t)) {}
+  Parameter(const Parameter& other) : Tensor(other.defined() ? other.clone() : Tensor()) {}
+  Parameter(Parameter&&) noexcept = default;
+  Parameter& operator=(const Parameter& other) {
+    if (this != &other) Tensor::operator=(other.defined() ? other.clone() : Tensor());
+    return *this;
+  }
+  Parameter& operator=(Parameter&&) noexcept = default;
+  Parameter& operator=(Tensor t) {
+    Tensor::operator=(std::move(t));
+    return *this;
+  }
+  ~Parameter() = default;
+};
+
+// What a module registers, once, in its members(): its parameters (torch's state_dict name relative to the
+// module, the tensor, its gradient slot) and its child modules (name, module), in order. An undefined tensor is
+// not a parameter (torch: a parameter registered as None). Everything that walks modules - named_parameters,
+// state_dict, load_state_dict, zero_grad, reset_parameters, train/eval, set_name, prepare_inference,
+// clear_saved, the Python repr - derives from that one listing; copies are deep through Parameter.
+class Members {
+ public:
+  virtual void parameter(const std::string& name, Tensor& value, Tensor& grad) = 0;
+  virtual void child(const std::string& name, Module& module) = 0;
+  // Several children in order: m.children({{"linear1", linear1}, {"linear2", linear2}}).
+  void children(std::initializer_list<std::pair<const char*, Module&>> list) {
+    for (const auto& [name, module] : list) child(name, module);
+  }
+
+ protected:
+  ~Members() = default;
+};
+
+// Members that appends every parameter below (prefix + dotted name, children recursed) to a list.
+class ParameterList final : public Members {
+ public:
+  ParameterList(std::string prefix, std::vector<ParamRef>& out) : prefix_(std::move(prefix)), out_(out) {}
+  void parameter(const std::string& name, Tensor& value, Tensor& grad) override;
+  void child(const std::string& name, Module& module) override;
+
+ private:
+  std::string prefix_;
+  std::vector<ParamRef>& out_;
+};
+
 class Module {
  public:
   Module() = default;
@@ -80,6 +135,7 @@ class Module {
     return *this;
   }
   virtual ~Module() = default;
+  // Subclasses declare no copy or move of their own: member-wise copies are deep (Parameter), moves keep storage.
 
   // Parameters with torch's state_dict names, in registration order.
   std::vector<std::pair<std::string, Tensor*>> named_parameters();
@@ -121,11 +177,19 @@ class Module {
   const std::string& name() const { return name_; }
 
  public:
-  // Subclasses list their own parameters (prefix + "weight", ...) and recurse into children.
-  virtual void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) = 0;
-  virtual void for_each_child(const std::function<void(Module&, const std::string&)>& fn) {}
+  // Every parameter below this module as prefix + its dotted name, with its gradient slot, in registration order.
+  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out);
+  // This module's direct children with their names, in registration order.
+  void for_each_child(const std::function<void(Module&, const std::string&)>& fn);
 
  protected:
+  // The one listing of this module's parameters and children: m.parameter("weight", weight, dweight),
+  // m.child("out_proj", out_proj), ... in state_dict order (see Members).
+  virtual void members(Members& m) = 0;
+  // Called before the parameters are listed (to be read or written): a module that freed a parameter after
+  // preparation (MultiheadAttention's packed in_proj_weight) rebuilds it here.
+  virtual void expose_parameters() {}
+
   template <typename T>
   void push_saved(std::shared_ptr<T> value) const {
     saved_.push_back(std::move(value));
@@ -144,9 +208,6 @@ class Module {
   virtual void drop_own() {}
   void observe(const char* what, const Tensor& value) const;
 
- public:
-  void clone_parameters();  // after a copy: give this module its own storage (deep copy)
-
  protected:
   bool training_ = true;
   std::string name_;
@@ -157,7 +218,7 @@ class Linear : public Module {
   Linear() = default;
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& input) const;
-  Tensor weight, bias;  // (out, in), (out) or undefined
+  Parameter weight, bias;  // (out, in), (out) or undefined
   Tensor dweight, dbias;
   int64_t in_features = 0, out_features = 0;
   std::shared_ptr<const kernels::PackedLinear> packed;  // set by prepare_inference
@@ -166,8 +227,8 @@ class Linear : public Module {
   void prepare_own(DType dtype) override;
   void drop_own() override { packed.reset(); }
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
+ protected:
+  void members(Members& m) override;
 };
 
 class LayerNorm : public Module {
@@ -183,12 +244,13 @@ class LayerNorm : public Module {
   // apply(x + residual) in one pass (layers' residual connections). x must be contiguous and owned by the
   // caller: it becomes x + residual with keep_sum (the result is then a new tensor), else it holds the result.
   Tensor add_apply(Tensor& x, const Tensor& residual, bool keep_sum) const;
-  Tensor weight, bias, dweight, dbias;
+  Parameter weight, bias;
+  Tensor dweight, dbias;
   Shape normalized_shape;
   double eps = 1e-5;
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
+ protected:
+  void members(Members& m) override;
 };
 
 class RMSNorm : public Module {
@@ -199,12 +261,13 @@ class RMSNorm : public Module {
   explicit RMSNorm(const Shape& normalized_shape, std::optional<double> eps = std::nullopt,
                    bool elementwise_affine = true);
   Tensor forward(const Tensor& input) const;
-  Tensor weight, dweight;
+  Parameter weight;
+  Tensor dweight;
   Shape normalized_shape;
   double eps = 0;
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
+ protected:
+  void members(Members& m) override;
 };
 
 // Activation of the position-wise feed-forward network. Gated kinds (swiglu, geglu) make linear1 produce
@@ -248,7 +311,7 @@ class MultiheadAttention : public Module {
   double dropout = 0.0;
   bool batch_first = false;
   // torch's layout: packed in_proj_weight (3E, E) when kdim == vdim == E, else separate q/k/v weights.
-  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
+  Parameter in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
   Tensor din_proj_weight, dq_proj_weight, dk_proj_weight, dv_proj_weight, din_proj_bias;
   Linear out_proj;
   uint64_t dropout_seed = 0;
@@ -265,6 +328,7 @@ class MultiheadAttention : public Module {
  protected:
   void prepare_own(DType dtype) override;
   void drop_own() override;
+  void expose_parameters() override { rebuild_in_proj(); }  // whoever lists the parameters may read or change them
 
  private:
   std::vector<Tensor> in_proj_rows_;  // set_in_proj_rows; cleared once in_proj_weight is rebuilt
@@ -273,9 +337,8 @@ class MultiheadAttention : public Module {
   bool in_proj_equals_rows() const;   // in_proj_weight bit for bit the stacked in_proj_rows_
   Tensor in_proj_rows(int64_t i0, int64_t i1) const;  // rows [i0·E, i1·E) of in_proj_weight, freed or not
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
-  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+ protected:
+  void members(Members& m) override;
 };
 
 // Dropout probability at each site of an encoder layer (training only). torch.nn.TransformerEncoderLayer(dropout=p)
@@ -299,11 +362,6 @@ class TransformerEncoderLayer : public Module {
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
                           const std::string& activation = "relu", double layer_norm_eps = 1e-5,
                           bool batch_first = false, bool norm_first = false, bool bias = true);
-  TransformerEncoderLayer(const TransformerEncoderLayer& other);  // deep copy (torch's copy.deepcopy)
-  TransformerEncoderLayer& operator=(const TransformerEncoderLayer& other);
-  // Moves share nothing new: the parameters keep their storage (loaders move layers into place).
-  TransformerEncoderLayer(TransformerEncoderLayer&& other) noexcept = default;
-  TransformerEncoderLayer& operator=(TransformerEncoderLayer&& other) noexcept = default;
 
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false) const;
@@ -337,9 +395,8 @@ class TransformerEncoderLayer : public Module {
  private:
   EncoderLayerDropout dropout_sites_;  // torch(dropout) from the constructor; change with set_dropout
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
-  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+ protected:
+  void members(Members& m) override;
 };
 
 // Every layer's output (and, on request, attention weights) besides the final result.
@@ -374,9 +431,8 @@ class TransformerEncoder : public Module {
  protected:
   Tensor forward_train(const Tensor& x, const Tensor& mask, const Tensor& kpm, bool causal, EncoderTrace* trace) const;
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
-  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+ protected:
+  void members(Members& m) override;
 };
 
 class TransformerDecoderLayer : public Module {
@@ -385,10 +441,6 @@ class TransformerDecoderLayer : public Module {
   TransformerDecoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
                           const std::string& activation = "relu", double layer_norm_eps = 1e-5,
                           bool batch_first = false, bool norm_first = false, bool bias = true);
-  TransformerDecoderLayer(const TransformerDecoderLayer& other);  // deep copy
-  TransformerDecoderLayer& operator=(const TransformerDecoderLayer& other);
-  TransformerDecoderLayer(TransformerDecoderLayer&& other) noexcept = default;  // keeps the parameters' storage
-  TransformerDecoderLayer& operator=(TransformerDecoderLayer&& other) noexcept = default;
 
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
@@ -416,9 +468,8 @@ class TransformerDecoderLayer : public Module {
   Activation activation = Activation::relu;
   bool batch_first = false, norm_first = false;
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
-  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+ protected:
+  void members(Members& m) override;
 };
 
 class TransformerDecoder : public Module {
@@ -436,9 +487,8 @@ class TransformerDecoder : public Module {
   int64_t num_layers = 0;
   bool batch_first = false;
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
-  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+ protected:
+  void members(Members& m) override;
 };
 
 class Transformer : public Module {
@@ -458,9 +508,8 @@ class Transformer : public Module {
   int64_t d_model = 0, nhead = 0;
   bool batch_first = false;
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
-  void for_each_child(const std::function<void(Module&, const std::string&)>& fn) override;
+ protected:
+  void members(Members& m) override;
 };
 
 enum class PositionKind { none, sinusoidal, learned };
@@ -478,14 +527,14 @@ class Embeddings : public Module {
              int64_t type_vocab_size = 0, bool scale_by_sqrt_d = false);
   Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(), int64_t past_length = 0) const;
 
-  Tensor word_embeddings, position_embeddings, token_type_embeddings;  // (V, C), (P, C), (types, C)
+  Parameter word_embeddings, position_embeddings, token_type_embeddings;  // (V, C), (P, C), (types, C)
   Tensor dword_embeddings, dposition_embeddings, dtoken_type_embeddings;
   int64_t vocab_size = 0, d_model = 0, max_positions = 0, type_vocab_size = 0;
   PositionKind positions = PositionKind::none;
   bool scale_by_sqrt_d = false;
 
- public:
-  void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) override;
+ protected:
+  void members(Members& m) override;
 };
 
 // While alive on this thread, module constructors allocate parameters without initialising them (for

@@ -38,9 +38,9 @@ Tensor ClassificationHead::backward(const Saved& sv, const Tensor& dlogits) {
   return dx;
 }
 
-void ClassificationHead::collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& params) {
-  if (dense) dense->collect_parameters(prefix + dense_name, params);
-  out.collect_parameters(prefix + out_name, params);
+void ClassificationHead::members(nn::Members& m, const std::string& prefix) {
+  if (dense) dense->members(m, prefix + dense_name);
+  out.members(m, prefix + out_name);
 }
 
 ClassificationHead head_layout(ClassificationHead::Input input, const std::string& dense_name,
@@ -128,17 +128,14 @@ std::vector<const nn::TransformerEncoderLayer*> StackedEncoder::layer_order() co
   return order;
 }
 
-void StackedEncoder::collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) {
-  embeddings.collect_parameters(prefix + "embeddings.", out);
-  if (project) project->collect_parameters(prefix + project_name, out);
-  for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + layer_prefixes[i], out);
-  collect_extra_parameters(prefix, out);
-  if (pooler) pooler->collect_parameters(prefix + pooler_name, out);
-  if (head) head->collect_parameters(prefix, out);
-}
-
-void StackedEncoder::for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) {
-  for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], layer_prefixes[i].substr(0, layer_prefixes[i].size() - 1));
+void StackedEncoder::members(nn::Members& m) {
+  embeddings.members(m, "embeddings.");
+  if (project) project->members(m, project_name);
+  for (size_t i = 0; i < layers.size(); ++i)  // "encoder.layer.3." names child "encoder.layer.3"
+    m.child(layer_prefixes[i].substr(0, layer_prefixes[i].size() - 1), layers[i]);
+  extra_members(m);
+  if (pooler) pooler->members(m, pooler_name);
+  if (head) head->members(m, "");
 }
 
 // The parameters under transformers' names. Base-model names are the parameters' own (relative to the base
@@ -153,7 +150,8 @@ HfExport StackedEncoder::export_hf() {
   std::set<const Tensor*> head_params;
   if (head) {
     std::vector<nn::ParamRef> refs;
-    head->collect_parameters("", refs);
+    nn::ParameterList list("", refs);
+    head->members(list, "");
     for (auto& r : refs) head_params.insert(r.param);
   }
   std::map<const Tensor*, std::vector<std::string>> in_layers;  // layer parameter -> its checkpoint names

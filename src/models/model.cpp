@@ -383,17 +383,17 @@ void TokenEmbeddings::backward(const Saved& sv, const Tensor& dout) {
   if (token_type.defined()) ops::embedding_backward(grad_buffer(dtoken_type, token_type), dsum, sv.token_type_ids);
 }
 
-void TokenEmbeddings::collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) {
-  out.push_back({prefix + "word_embeddings.weight", &word, &dword});
-  out.push_back({prefix + "position_embeddings.weight", &position, &dposition});
-  if (token_type.defined()) out.push_back({prefix + "token_type_embeddings.weight", &token_type, &dtoken_type});
-  out.push_back({prefix + "LayerNorm.weight", &norm_weight, &dnorm_weight});
-  out.push_back({prefix + "LayerNorm.bias", &norm_bias, &dnorm_bias});
+void TokenEmbeddings::members(nn::Members& m, const std::string& prefix) {
+  m.parameter(prefix + "word_embeddings.weight", word, dword);
+  m.parameter(prefix + "position_embeddings.weight", position, dposition);
+  m.parameter(prefix + "token_type_embeddings.weight", token_type, dtoken_type);
+  m.parameter(prefix + "LayerNorm.weight", norm_weight, dnorm_weight);
+  m.parameter(prefix + "LayerNorm.bias", norm_bias, dnorm_bias);
 }
 
-void LinearWeights::collect_parameters(const std::string& name, std::vector<nn::ParamRef>& out) {
-  out.push_back({name + ".weight", &weight, &dweight});
-  if (bias.defined()) out.push_back({name + ".bias", &bias, &dbias});
+void LinearWeights::members(nn::Members& m, const std::string& name) {
+  m.parameter(name + ".weight", weight, dweight);
+  m.parameter(name + ".bias", bias, dbias);
 }
 
 void EncoderModel::materialize() {

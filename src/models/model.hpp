@@ -177,7 +177,7 @@ struct TokenEmbeddings {
   Tensor forward_train(Saved& saved, const Tensor& input_ids, const Tensor& position_ids,
                        const Tensor& token_type_ids) const;
   void backward(const Saved& saved, const Tensor& dout);  // accumulates into d*
-  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out);
+  void members(nn::Members& m, const std::string& prefix);  // prefix + word_embeddings.weight, ...
   static TokenEmbeddings load(Weights& w, const HfConfig& cfg, int64_t dim, bool with_token_types);
   // position_ids (B, T) int64; token_type_ids may be undefined (zeros).
   Tensor forward(const Tensor& input_ids, const Tensor& position_ids, const Tensor& token_type_ids) const;
@@ -211,7 +211,7 @@ struct LinearWeights {
   // dweight, dbias.
   Tensor backward(const Tensor& dout, const Tensor& x, const Tensor& pre = Tensor(),
                   kernels::Act act = kernels::Act::none);
-  void collect_parameters(const std::string& name, std::vector<nn::ParamRef>& out);  // name.weight, name.bias
+  void members(nn::Members& m, const std::string& name);  // name.weight, name.bias
 };
 
 // Sequence- or token-classification head: logits = out(dropout_hidden(act(dense(dropout_in(x))))), dense optional.
@@ -235,7 +235,7 @@ struct ClassificationHead {
   // x: the pooled output (B, H), the first token (B, H) or every token (B, T, H). saved non-null = training.
   Tensor forward(const Tensor& x, Saved* saved) const;
   Tensor backward(const Saved& saved, const Tensor& dlogits);  // gradient of x; accumulates parameter gradients
-  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out);
+  void members(nn::Members& m, const std::string& prefix);
 };
 
 // The shape every family shares, owned here once: token embeddings (+ LayerNorm, dropout) -> optional projection
@@ -287,10 +287,9 @@ class StackedEncoder : public EncoderModel {
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override;
   HfExport export_hf() override;
   std::vector<std::string> layer_linear_weight_names() override;
-  void collect_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override;
-  void for_each_child(const std::function<void(nn::Module&, const std::string&)>& fn) override;
 
  protected:
+  void members(nn::Members& m) override;
   std::vector<const nn::TransformerEncoderLayer*> layer_order() const;  // the layers in run order
   std::vector<nn::TransformerEncoderLayer*> layer_order();
   virtual Tensor position_ids(const Tensor& input_ids) const;  // 0..T-1 (absolute)
@@ -299,7 +298,7 @@ class StackedEncoder : public EncoderModel {
   virtual Tensor attention_bias(int64_t B, int64_t T) const { return Tensor(); }
   virtual void attention_bias_backward(const Tensor& d_bias) {}
   // Parameters of the base model beyond the shared shape (MPNet's relative bias), listed after the layers.
-  virtual void collect_extra_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) {}
+  virtual void extra_members(nn::Members& m) {}
 
  private:
   struct Saved;

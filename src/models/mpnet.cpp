@@ -37,8 +37,8 @@ class MPNet : public StackedEncoder {
 
  protected:
   Tensor position_ids(const Tensor& ids) const override { return padding_offset_position_ids(ids, info.pad_token_id); }
-  void collect_extra_parameters(const std::string& prefix, std::vector<nn::ParamRef>& out) override {
-    out.push_back({prefix + "encoder.relative_attention_bias.weight", &relative_bias, &drelative_bias});
+  void extra_members(nn::Members& m) override {
+    m.parameter("encoder.relative_attention_bias.weight", relative_bias, drelative_bias);
   }
 
   // bias (B*H, T, T): [b*H + h, i, j] = relative_bias[bucket(j - i), h], the same (H, T, T) block per sequence.

@@ -82,21 +82,13 @@ void MultiheadAttention::drop_own() {
   rebuild_in_proj();
 }
 
-void MultiheadAttention::collect_parameters(const std::string& prefix,
-                                            std::vector<ParamRef>& out) {
-  rebuild_in_proj();  // whoever lists the parameters may read or change them
-  if (in_proj_weight.defined()) out.push_back({prefix + "in_proj_weight", &in_proj_weight, &din_proj_weight});
-  if (q_proj_weight.defined()) {
-    out.push_back({prefix + "q_proj_weight", &q_proj_weight, &dq_proj_weight});
-    out.push_back({prefix + "k_proj_weight", &k_proj_weight, &dk_proj_weight});
-    out.push_back({prefix + "v_proj_weight", &v_proj_weight, &dv_proj_weight});
-  }
-  if (in_proj_bias.defined()) out.push_back({prefix + "in_proj_bias", &in_proj_bias, &din_proj_bias});
-  out_proj.collect_parameters(prefix + "out_proj.", out);
-}
-
-void MultiheadAttention::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
-  fn(out_proj, "out_proj");
+void MultiheadAttention::members(Members& m) {
+  m.parameter("in_proj_weight", in_proj_weight, din_proj_weight);
+  m.parameter("q_proj_weight", q_proj_weight, dq_proj_weight);
+  m.parameter("k_proj_weight", k_proj_weight, dk_proj_weight);
+  m.parameter("v_proj_weight", v_proj_weight, dv_proj_weight);
+  m.parameter("in_proj_bias", in_proj_bias, din_proj_bias);
+  m.child("out_proj", out_proj);
 }
 
 Tensor MultiheadAttention::backward(const Tensor& grad_output) {
@@ -226,15 +218,15 @@ AttentionResult MultiheadAttention::forward_batch_first(const Tensor& q_in, cons
     k = qkv.slice(2, E, 2 * E);
     v = qkv.slice(2, 2 * E, 3 * E);
   } else {
-    q = ops::linear_forward(q_in, packed ? weight_part(0, 1) : q_proj_weight, bias_part(0));
+    q = ops::linear_forward(q_in, packed ? weight_part(0, 1) : Tensor(q_proj_weight), bias_part(0));
     if (packed && same_tensor(k_in, v_in)) {  // cross-attention on one memory: K and V in one GEMM
       Tensor kv_bias = in_proj_bias.defined() ? in_proj_bias.slice(0, E, 3 * E) : Tensor();
       Tensor kv = ops::linear_forward(k_in, weight_part(1, 3), kv_bias);
       k = kv.slice(2, 0, E);
       v = kv.slice(2, E, 2 * E);
     } else {
-      k = ops::linear_forward(k_in, packed ? weight_part(1, 2) : k_proj_weight, bias_part(1));
-      v = ops::linear_forward(v_in, packed ? weight_part(2, 3) : v_proj_weight, bias_part(2));
+      k = ops::linear_forward(k_in, packed ? weight_part(1, 2) : Tensor(k_proj_weight), bias_part(1));
+      v = ops::linear_forward(v_in, packed ? weight_part(2, 3) : Tensor(v_proj_weight), bias_part(2));
     }
   }
 

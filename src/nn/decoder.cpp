@@ -23,48 +23,9 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model_, int64_t nhead
   set_name("");
 }
 
-TransformerDecoderLayer::TransformerDecoderLayer(const TransformerDecoderLayer& other) { *this = other; }
-
-TransformerDecoderLayer& TransformerDecoderLayer::operator=(const TransformerDecoderLayer& other) {
-  if (this == &other) return *this;
-  self_attn = other.self_attn;
-  multihead_attn = other.multihead_attn;
-  linear1 = other.linear1;
-  linear2 = other.linear2;
-  norm1 = other.norm1;
-  norm2 = other.norm2;
-  norm3 = other.norm3;
-  d_model = other.d_model;
-  dim_feedforward = other.dim_feedforward;
-  dropout = other.dropout;
-  activation = other.activation;
-  batch_first = other.batch_first;
-  norm_first = other.norm_first;
-  training_ = other.training_;
-  name_ = other.name_;
-  clone_parameters();
-  return *this;
-}
-
-void TransformerDecoderLayer::collect_parameters(const std::string& prefix,
-                                                 std::vector<ParamRef>& out) {
-  self_attn.collect_parameters(prefix + "self_attn.", out);
-  multihead_attn.collect_parameters(prefix + "multihead_attn.", out);
-  linear1.collect_parameters(prefix + "linear1.", out);
-  linear2.collect_parameters(prefix + "linear2.", out);
-  norm1.collect_parameters(prefix + "norm1.", out);
-  norm2.collect_parameters(prefix + "norm2.", out);
-  norm3.collect_parameters(prefix + "norm3.", out);
-}
-
-void TransformerDecoderLayer::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
-  fn(self_attn, "self_attn");
-  fn(multihead_attn, "multihead_attn");
-  fn(linear1, "linear1");
-  fn(linear2, "linear2");
-  fn(norm1, "norm1");
-  fn(norm2, "norm2");
-  fn(norm3, "norm3");
+void TransformerDecoderLayer::members(Members& m) {
+  m.children({{"self_attn", self_attn}, {"multihead_attn", multihead_attn}, {"linear1", linear1}, {"linear2", linear2},
+              {"norm1", norm1}, {"norm2", norm2}, {"norm3", norm3}});
 }
 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
@@ -119,20 +80,13 @@ TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& decoder_la
                                        std::optional<LayerNorm> norm_)
     : norm(std::move(norm_)), num_layers(num_layers_), batch_first(decoder_layer.batch_first) {
   ENCORE_CHECK(num_layers > 0, "TransformerDecoder: num_layers must be positive, got ", num_layers);
-  layers.assign(num_layers, decoder_layer);
-  if (norm) norm->clone_parameters();
+  layers.assign(num_layers, decoder_layer);  // deep copies (Parameter)
   set_name("");
 }
 
-void TransformerDecoder::collect_parameters(const std::string& prefix,
-                                            std::vector<ParamRef>& out) {
-  for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "layers." + std::to_string(i) + ".", out);
-  if (norm) norm->collect_parameters(prefix + "norm.", out);
-}
-
-void TransformerDecoder::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
-  for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "layers." + std::to_string(i));
-  if (norm) fn(*norm, "norm");
+void TransformerDecoder::members(Members& m) {
+  for (size_t i = 0; i < layers.size(); ++i) m.child("layers." + std::to_string(i), layers[i]);
+  if (norm) m.child("norm", *norm);
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
@@ -169,15 +123,7 @@ Transformer::Transformer(int64_t d_model_, int64_t nhead_, int64_t num_encoder_l
   set_name("");
 }
 
-void Transformer::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
-  encoder.collect_parameters(prefix + "encoder.", out);
-  decoder.collect_parameters(prefix + "decoder.", out);
-}
-
-void Transformer::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
-  fn(encoder, "encoder");
-  fn(decoder, "decoder");
-}
+void Transformer::members(Members& m) { m.children({{"encoder", encoder}, {"decoder", decoder}}); }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,
                             const Tensor& memory_mask, const Tensor& src_key_padding_mask,

@@ -25,10 +25,11 @@ Embeddings::Embeddings(int64_t vocab_size_, int64_t d_model_, int64_t max_positi
   if (positions == PositionKind::sinusoidal) position_embeddings = ops::sinusoidal_positions(0, max_positions, d_model);
 }
 
-void Embeddings::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
-  out.push_back({prefix + "word_embeddings.weight", &word_embeddings, &dword_embeddings});
-  if (positions == PositionKind::learned) out.push_back({prefix + "position_embeddings.weight", &position_embeddings, &dposition_embeddings});
-  if (token_type_embeddings.defined()) out.push_back({prefix + "token_type_embeddings.weight", &token_type_embeddings, &dtoken_type_embeddings});
+void Embeddings::members(Members& m) {
+  m.parameter("word_embeddings.weight", word_embeddings, dword_embeddings);
+  if (positions == PositionKind::learned)  // a sinusoidal table is a fixed buffer, not a parameter
+    m.parameter("position_embeddings.weight", position_embeddings, dposition_embeddings);
+  m.parameter("token_type_embeddings.weight", token_type_embeddings, dtoken_type_embeddings);
 }
 
 Tensor Embeddings::forward(const Tensor& input_ids, const Tensor& token_type_ids, int64_t past_length) const {

@@ -21,42 +21,8 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model_, int64_t nhead
   set_name("");
 }
 
-TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayer& other) { *this = other; }
-
-TransformerEncoderLayer& TransformerEncoderLayer::operator=(const TransformerEncoderLayer& other) {
-  if (this == &other) return *this;
-  self_attn = other.self_attn;
-  linear1 = other.linear1;
-  linear2 = other.linear2;
-  norm1 = other.norm1;
-  norm2 = other.norm2;
-  d_model = other.d_model;
-  dim_feedforward = other.dim_feedforward;
-  dropout_sites_ = other.dropout_sites_;
-  activation = other.activation;
-  batch_first = other.batch_first;
-  norm_first = other.norm_first;
-  training_ = other.training_;
-  name_ = other.name_;
-  clone_parameters();
-  return *this;
-}
-
-void TransformerEncoderLayer::collect_parameters(const std::string& prefix,
-                                                 std::vector<ParamRef>& out) {
-  self_attn.collect_parameters(prefix + "self_attn.", out);
-  linear1.collect_parameters(prefix + "linear1.", out);
-  linear2.collect_parameters(prefix + "linear2.", out);
-  norm1.collect_parameters(prefix + "norm1.", out);
-  norm2.collect_parameters(prefix + "norm2.", out);
-}
-
-void TransformerEncoderLayer::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
-  fn(self_attn, "self_attn");
-  fn(linear1, "linear1");
-  fn(linear2, "linear2");
-  fn(norm1, "norm1");
-  fn(norm2, "norm2");
+void TransformerEncoderLayer::members(Members& m) {
+  m.children({{"self_attn", self_attn}, {"linear1", linear1}, {"linear2", linear2}, {"norm1", norm1}, {"norm2", norm2}});
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
@@ -124,20 +90,13 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_la
                                        std::optional<LayerNorm> norm_, bool share)
     : norm(std::move(norm_)), num_layers(num_layers_), share_parameters(share), batch_first(encoder_layer.batch_first) {
   ENCORE_CHECK(num_layers > 0, "TransformerEncoder: num_layers must be positive, got ", num_layers);
-  layers.assign(share ? 1 : num_layers, encoder_layer);  // deep copies
-  if (norm) norm->clone_parameters();
+  layers.assign(share ? 1 : num_layers, encoder_layer);  // deep copies (Parameter)
   set_name("");
 }
 
-void TransformerEncoder::collect_parameters(const std::string& prefix,
-                                            std::vector<ParamRef>& out) {
-  for (size_t i = 0; i < layers.size(); ++i) layers[i].collect_parameters(prefix + "layers." + std::to_string(i) + ".", out);
-  if (norm) norm->collect_parameters(prefix + "norm.", out);
-}
-
-void TransformerEncoder::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
-  for (size_t i = 0; i < layers.size(); ++i) fn(layers[i], "layers." + std::to_string(i));
-  if (norm) fn(*norm, "norm");
+void TransformerEncoder::members(Members& m) {
+  for (size_t i = 0; i < layers.size(); ++i) m.child("layers." + std::to_string(i), layers[i]);
+  if (norm) m.child("norm", *norm);
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,

@@ -70,6 +70,28 @@ void Module::observe(const char* what, const Tensor& value) const {
   if (detail::observing()) detail::observe(name_.empty() ? std::string(what) : name_ + "." + what, value);
 }
 
+void ParameterList::parameter(const std::string& name, Tensor& value, Tensor& grad) {
+  if (value.defined()) out_.push_back({prefix_ + name, &value, &grad});
+}
+
+void ParameterList::child(const std::string& name, Module& module) { module.collect_parameters(prefix_ + name + ".", out_); }
+
+void Module::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
+  expose_parameters();
+  ParameterList list(prefix, out);
+  members(list);
+}
+
+void Module::for_each_child(const std::function<void(Module&, const std::string&)>& fn) {
+  struct Children final : Members {
+    const std::function<void(Module&, const std::string&)>& fn;
+    explicit Children(const std::function<void(Module&, const std::string&)>& f) : fn(f) {}
+    void parameter(const std::string&, Tensor&, Tensor&) override {}
+    void child(const std::string& name, Module& module) override { fn(module, name); }
+  } children(fn);
+  members(children);
+}
+
 void Module::set_name(const std::string& name) {
   name_ = name;
   for_each_child([&](Module& child, const std::string& child_name) {
@@ -210,11 +232,6 @@ void Module::reset_parameters(uint64_t seed) {
   }
 }
 
-void Module::clone_parameters() {
-  for (auto& [_, t] : named_parameters())
-    if (t->defined()) *t = t->clone();
-}
-
 // ---------------- Linear ----------------
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_features(out) {
@@ -224,9 +241,9 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_f
   reset_parameters(detail::next_seed());
 }
 
-void Linear::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
-  out.push_back({prefix + "weight", &weight, &dweight});
-  if (bias.defined()) out.push_back({prefix + "bias", &bias, &dbias});
+void Linear::members(Members& m) {
+  m.parameter("weight", weight, dweight);
+  m.parameter("bias", bias, dbias);
 }
 
 Tensor Linear::forward(const Tensor& input) const {
@@ -280,9 +297,9 @@ LayerNorm::LayerNorm(const Shape& shape, double eps_, bool affine, bool with_bia
   }
 }
 
-void LayerNorm::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
-  if (weight.defined()) out.push_back({prefix + "weight", &weight, &dweight});
-  if (bias.defined()) out.push_back({prefix + "bias", &bias, &dbias});
+void LayerNorm::members(Members& m) {
+  m.parameter("weight", weight, dweight);
+  m.parameter("bias", bias, dbias);
 }
 
 struct LayerNormSaved {
@@ -299,8 +316,8 @@ Tensor LayerNorm::apply(const Tensor& input) const {
   Tensor x = flatten_normalized(input, normalized_shape, "LayerNorm").contiguous();
   const int64_t C = x.size(-1);
   auto sv = training_ ? std::make_shared<LayerNormSaved>() : nullptr;
-  Tensor y = ops::layernorm_forward(x, weight.defined() ? weight.view({C}) : weight,
-                                    bias.defined() ? bias.view({C}) : bias, eps, sv ? &sv->mean : nullptr,
+  Tensor y = ops::layernorm_forward(x, weight.defined() ? weight.view({C}) : Tensor(),
+                                    bias.defined() ? bias.view({C}) : Tensor(), eps, sv ? &sv->mean : nullptr,
                                     sv ? &sv->rstd : nullptr);
   if (sv) {
     sv->x = x;
@@ -328,7 +345,7 @@ Tensor LayerNorm::backward(const Tensor& grad_output) {
   Tensor dw = weight.defined() ? grad_of(dweight, weight).view({C}) : Tensor();
   Tensor db = bias.defined() ? grad_of(dbias, bias).view({C}) : Tensor();
   ops::layernorm_backward(&dx, weight.defined() ? &dw : nullptr, bias.defined() ? &db : nullptr, dout, sv->mean,
-                          sv->rstd, sv->x, weight.defined() ? weight.view({C}) : weight);
+                          sv->rstd, sv->x, weight.defined() ? weight.view({C}) : Tensor());
   return dx.view(sv->input_shape);
 }
 
@@ -340,14 +357,12 @@ RMSNorm::RMSNorm(const Shape& shape, std::optional<double> eps_, bool affine)
   if (affine) weight = Tensor::full(shape, 1.f);
 }
 
-void RMSNorm::collect_parameters(const std::string& prefix, std::vector<ParamRef>& out) {
-  if (weight.defined()) out.push_back({prefix + "weight", &weight, &dweight});
-}
+void RMSNorm::members(Members& m) { m.parameter("weight", weight, dweight); }
 
 Tensor RMSNorm::forward(const Tensor& input) const {
   Tensor x = flatten_normalized(input, normalized_shape, "RMSNorm");
   const int64_t C = x.size(-1);
-  return ops::rmsnorm_forward(x, weight.defined() ? weight.view({C}) : weight, eps).view(input.shape());
+  return ops::rmsnorm_forward(x, weight.defined() ? weight.view({C}) : Tensor(), eps).view(input.shape());
 }
 
 // ---------------- activations ----------------

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "core/allocator.hpp"
 #include "encore/nn.hpp"
@@ -106,6 +107,45 @@ TEST(Layers, DeepCopiedStackLayersDoNotShareStorage) {
   EXPECT_NE(sd["layers.0.linear1.weight"].raw_data(), sd["layers.1.linear1.weight"].raw_data());
   encore::nn::TransformerEncoder shared(layer, 3, std::nullopt, /*share_parameters=*/true);
   EXPECT_EQ(shared.state_dict().size(), layer.state_dict().size());  // ALBERT-style: one set of weights
+}
+
+// Copies of every module kind are deep (torch's copy.deepcopy): same names, same values, own storage; moves
+// keep the storage (loaders move checkpoint-mapped layers into place).
+TEST(Layers, CopiesAreDeepAndMovesKeepStorage) {
+  using encore::nn::Module;
+  encore::nn::TransformerEncoderLayer layer(8, 2, 16);
+  encore::nn::TransformerDecoderLayer dec(8, 2, 16);
+  encore::nn::Linear lin(5, 3);
+  encore::nn::MultiheadAttention cross(8, 2, 0.0, true, false, false, 4, 6);  // separate q/k/v weights
+  auto check_copy = [](Module& original, Module& copy) {
+    auto a = original.named_parameters(), b = copy.named_parameters();
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].first, b[i].first);
+      EXPECT_NE(a[i].second->raw_data(), b[i].second->raw_data()) << a[i].first;
+      ASSERT_EQ(a[i].second->shape(), b[i].second->shape()) << a[i].first;
+      EXPECT_EQ(0, std::memcmp(a[i].second->raw_data(), b[i].second->raw_data(), a[i].second->numel() * sizeof(float)))
+          << a[i].first;
+    }
+  };
+  encore::nn::TransformerEncoderLayer layer_copy = layer;
+  check_copy(layer, layer_copy);
+  encore::nn::TransformerDecoderLayer dec_copy(8, 2, 16);
+  dec_copy = dec;  // copy assignment
+  check_copy(dec, dec_copy);
+  encore::nn::Linear lin_copy = lin;
+  check_copy(lin, lin_copy);
+  encore::nn::MultiheadAttention cross_copy = cross;
+  check_copy(cross, cross_copy);
+  layer_copy.linear1.weight.fill(0.f);  // training the copy leaves the original as it was
+  EXPECT_NE(layer.linear1.weight.data<float>()[0], 0.f);
+
+  const void* storage = layer.self_attn.in_proj_weight.raw_data();
+  encore::nn::TransformerEncoderLayer moved = std::move(layer);
+  EXPECT_EQ(moved.self_attn.in_proj_weight.raw_data(), storage);
+  static_assert(std::is_nothrow_move_constructible_v<encore::nn::TransformerEncoderLayer>);  // vector growth moves
+  static_assert(std::is_nothrow_move_constructible_v<encore::nn::TransformerDecoderLayer>);
 }
 
 // ---- caching allocator (src/core/allocator.hpp) ----
