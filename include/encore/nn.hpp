@@ -512,26 +512,28 @@ class Transformer : public Module {
   void members(Members& m) override;
 };
 
-enum class PositionKind { none, sinusoidal, learned };
-
 // The (length, d_model) sinusoidal positional-encoding table for positions [start, start + length) ("Attention Is
 // All You Need"): pe[p, 2i] = sin(p / 10000^(2i / d_model)), pe[p, 2i + 1] = cos(p / 10000^(2i / d_model)).
 Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t d_model);
 
-// Token embeddings + positions (sinusoidal table or learned) + optional token types. ids (B, T) int64.
-// scale_by_sqrt_d multiplies token embeddings by sqrt(d_model), as the original Transformer does.
-class Embeddings : public Module {
+// torch.nn.Embedding: a table of num_embeddings vectors of embedding_dim; forward gathers the rows of int64 ids,
+// (*) -> (*, embedding_dim). The padding_idx row gets no gradient (as torch's). Initialised as every encore layer
+// (Xavier-uniform; torch draws normal(0, 1) and zeroes the padding row). Training: forward saves the ids and
+// backward(grad_output) accumulates into the table's gradient (integer ids have none).
+class Embedding : public Module {
  public:
-  Embeddings() = default;
-  Embeddings(int64_t vocab_size, int64_t d_model, int64_t max_positions, PositionKind positions,
-             int64_t type_vocab_size = 0, bool scale_by_sqrt_d = false);
-  Tensor forward(const Tensor& input_ids, const Tensor& token_type_ids = Tensor(), int64_t past_length = 0) const;
-
-  Parameter word_embeddings, position_embeddings, token_type_embeddings;  // (V, C), (P, C), (types, C)
-  Tensor dword_embeddings, dposition_embeddings, dtoken_type_embeddings;
-  int64_t vocab_size = 0, d_model = 0, max_positions = 0, type_vocab_size = 0;
-  PositionKind positions = PositionKind::none;
-  bool scale_by_sqrt_d = false;
+  Embedding() = default;
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // Wraps a table (num_embeddings, embedding_dim), sharing its storage (loaders: a checkpoint's mapped weights).
+  explicit Embedding(const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+  Tensor forward(const Tensor& input) const;
+  // forward without clearing earlier saves (for use inside modules); `what` names the ids in errors.
+  Tensor apply(const Tensor& input, const char* what = "input") const;
+  void backward(const Tensor& grad_output);
+  Parameter weight;
+  Tensor dweight;
+  int64_t num_embeddings = 0, embedding_dim = 0;
+  std::optional<int64_t> padding_idx;
 
  protected:
   void members(Members& m) override;

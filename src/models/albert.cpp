@@ -20,7 +20,7 @@ std::unique_ptr<EncoderModel> load_albert(const HfConfig& cfg, const io::WeightS
   Weights root(store, "");
   Weights w = root.sub(m->hf_checkpoint_prefix);
   m->embeddings = TokenEmbeddings::load(w, cfg, E, true);
-  m->embeddings.padding_idx = m->info.pad_token_id;
+  m->embeddings.word_embeddings.padding_idx = m->info.pad_token_id;
   m->project_name = "encoder.embedding_hidden_mapping_in";
   m->project = take_linear(w, m->project_name, d.hidden, E);
   m->layer_names = {"attention.query", "attention.key", "attention.value", "attention.dense",

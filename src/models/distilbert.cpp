@@ -23,14 +23,14 @@ std::unique_ptr<EncoderModel> load_distilbert(const HfConfig& cfg, const io::Wei
   Weights root(store, "");
   Weights w = root.sub(m->hf_checkpoint_prefix);
   m->embeddings = TokenEmbeddings::load(w, cfg, d.hidden, false);
-  m->embeddings.eps = 1e-12;
+  m->embeddings.norm.eps = 1e-12;
   m->layer_names = {"attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
                     "sa_layer_norm",   "ffn.lin1",        "ffn.lin2",        "output_layer_norm"};
   m->load_layers(w, d, d.layers, [](int64_t i) { return "transformer.layer." + std::to_string(i) + "."; });
   // dropout after the embeddings and the FFN output; attention_dropout on the probabilities; none after out_lin
   const double p = cfg.get_double("dropout", 0.1);
   m->embeddings.dropout = p;
-  m->embeddings.padding_idx = m->info.pad_token_id;
+  m->embeddings.word_embeddings.padding_idx = m->info.pad_token_id;
   m->layer_sites = {1.0, 0.0, 0.0, 1.0};
   for (auto& l : m->layers) l.set_dropout({cfg.get_double("attention_dropout", 0.1), 0.0, 0.0, p});
   m->sequence_head_layout = head_layout(ClassificationHead::Input::first_token, "pre_classifier", "classifier",

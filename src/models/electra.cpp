@@ -16,7 +16,7 @@ std::unique_ptr<EncoderModel> load_electra(const HfConfig& cfg, const io::Weight
   Weights root(store, "");
   Weights w = root.sub(m->hf_checkpoint_prefix);
   m->embeddings = TokenEmbeddings::load(w, cfg, E, true);
-  m->embeddings.padding_idx = m->info.pad_token_id;
+  m->embeddings.word_embeddings.padding_idx = m->info.pad_token_id;
   m->project_name = "embeddings_project";
   if (E != d.hidden) m->project = take_linear(w, m->project_name, d.hidden, E);
   m->layer_names = bert_layer_names();

@@ -70,7 +70,6 @@ double classifier_dropout(const HfConfig& cfg) {
 // ---------------- StackedEncoder ----------------
 
 struct StackedEncoder::Saved {
-  TokenEmbeddings::Saved embeddings;
   Tensor project_in;
   nn::detail::LayerStackSaved layers;
   Tensor pooler_in, pooler_pre;
@@ -129,7 +128,7 @@ std::vector<const nn::TransformerEncoderLayer*> StackedEncoder::layer_order() co
 }
 
 void StackedEncoder::members(nn::Members& m) {
-  embeddings.members(m, "embeddings.");
+  m.child("embeddings", embeddings);
   if (project) project->members(m, project_name);
   for (size_t i = 0; i < layers.size(); ++i)  // "encoder.layer.3." names child "encoder.layer.3"
     m.child(layer_prefixes[i].substr(0, layer_prefixes[i].size() - 1), layers[i]);
@@ -245,7 +244,7 @@ ModelOutput StackedEncoder::forward(const Tensor& ids, const Tensor& mask, const
   auto sv = training_ ? std::make_shared<Saved>() : nullptr;
   ModelOutput out;
   const Tensor positions = position_ids(ids);
-  Tensor x = sv ? embeddings.forward_train(sv->embeddings, ids, positions, types) : embeddings.forward(ids, positions, types);
+  Tensor x = embeddings.forward(ids, positions, types);
   if (project) {
     if (sv) sv->project_in = x;
     x = project->apply(x);
@@ -323,7 +322,7 @@ void StackedEncoder::backward(const Tensor& d_last, const Tensor& d_pooler, cons
   Tensor d = nn::detail::layer_stack_backward(sv->layers, layer_order(), dlast, sv->layers.mask.defined() ? &dbias : nullptr);
   if (dbias.defined()) attention_bias_backward(dbias);
   if (project) d = project->backward(d, sv->project_in);
-  embeddings.backward(sv->embeddings, d);
+  embeddings.backward(d);
 }
 
 }  // namespace encore::models

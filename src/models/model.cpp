@@ -327,44 +327,49 @@ TokenEmbeddings TokenEmbeddings::load(Weights& w, const HfConfig& cfg, int64_t E
   TokenEmbeddings e;
   const int64_t V = cfg.get_int("vocab_size", std::nullopt, 1, 10'000'000);
   const int64_t P = cfg.get_int("max_position_embeddings", 512, 1, 1'000'000);
-  e.word = w.take("embeddings.word_embeddings.weight", {V, E});
-  e.position = w.take("embeddings.position_embeddings.weight", {P, E});
+  e.word_embeddings = nn::Embedding(w.take("embeddings.word_embeddings.weight", {V, E}));
+  e.position_embeddings = nn::Embedding(w.take("embeddings.position_embeddings.weight", {P, E}));
   if (with_types) {
     const int64_t types = cfg.get_int("type_vocab_size", 2, 0, 1'000'000);
-    if (types > 0) e.token_type = w.take("embeddings.token_type_embeddings.weight", {types, E});
+    if (types > 0) e.token_type_embeddings = nn::Embedding(w.take("embeddings.token_type_embeddings.weight", {types, E}));
   }
-  e.norm_weight = w.take("embeddings.LayerNorm.weight", {E});
-  e.norm_bias = w.take("embeddings.LayerNorm.bias", {E});
-  e.eps = cfg.get_double("layer_norm_eps", 1e-12);
+  e.norm = nn::LayerNorm(E, cfg.get_double("layer_norm_eps", 1e-12));
+  e.norm.weight = w.take("embeddings.LayerNorm.weight", {E});
+  e.norm.bias = w.take("embeddings.LayerNorm.bias", {E});
   return e;
 }
 
-Tensor TokenEmbeddings::forward(const Tensor& ids, const Tensor& position_ids, const Tensor& types) const {
-  // layernorm(word + position + type), the last sum fused with the norm (in x's storage)
-  Tensor x = ops::embedding_forward(ids, word, "input_ids");
-  Tensor pos = ops::embedding_forward(position_ids, position, "position_ids");
-  if (token_type.defined()) {
-    ops::add_forward_(x, pos);
-    Tensor t = types.defined() ? types : Tensor::zeros(ids.shape(), DType::i64);
-    return ops::add_layernorm_forward_(x, ops::embedding_forward(t, token_type, "token_type_ids"), norm_weight,
-                                       norm_bias, eps, /*keep_sum=*/false);
-  }
-  return ops::add_layernorm_forward_(x, pos, norm_weight, norm_bias, eps, /*keep_sum=*/false);
+void TokenEmbeddings::members(nn::Members& m) {
+  m.child("word_embeddings", word_embeddings);
+  m.child("position_embeddings", position_embeddings);
+  if (token_type_embeddings) m.child("token_type_embeddings", *token_type_embeddings);
+  m.child("LayerNorm", norm);
 }
 
-Tensor TokenEmbeddings::forward_train(Saved& sv, const Tensor& ids, const Tensor& position_ids,
-                                      const Tensor& types) const {
-  sv.ids = ids.contiguous();
-  sv.position_ids = position_ids;
-  sv.token_type_ids = token_type.defined() ? (types.defined() ? types.contiguous() : Tensor::zeros(ids.shape(), DType::i64))
-                                           : Tensor();
-  Tensor x = ops::embedding_forward(ids, word, "input_ids");
-  ops::add_forward_(x, ops::embedding_forward(position_ids, position, "position_ids"));
-  if (token_type.defined()) ops::add_forward_(x, ops::embedding_forward(sv.token_type_ids, token_type, "token_type_ids"));
-  sv.sum = x;
-  sv.seed = nn::detail::next_seed();
-  return ops::dropout_forward(ops::layernorm_forward(x, norm_weight, norm_bias, eps, &sv.mean, &sv.rstd), dropout,
-                              true, sv.seed);
+struct TokenEmbeddingsSaved {
+  uint64_t seed = 0;
+};
+
+Tensor TokenEmbeddings::forward(const Tensor& ids, const Tensor& position_ids, const Tensor& types) const {
+  Tensor x = word_embeddings.apply(ids, "input_ids");
+  Tensor pos = position_embeddings.apply(position_ids, "position_ids");
+  Tensor type_rows;
+  if (token_type_embeddings)
+    type_rows = token_type_embeddings->apply(types.defined() ? types : Tensor::zeros(ids.shape(), DType::i64),
+                                             "token_type_ids");
+  if (!training_) {  // layernorm(word + position + type), the last sum fused with the norm (in x's storage)
+    if (!type_rows.defined()) return norm.add_apply(x, pos, /*keep_sum=*/false);
+    ops::add_forward_(x, pos);
+    return norm.add_apply(x, type_rows, /*keep_sum=*/false);
+  }
+  // out = dropout(LayerNorm(word[ids] + position[pos] + token_type[types])); the norm saves the sum
+  ops::add_forward_(x, pos);
+  if (type_rows.defined()) ops::add_forward_(x, type_rows);
+  auto sv = std::make_shared<TokenEmbeddingsSaved>();
+  Tensor y = norm.apply(x);
+  sv->seed = nn::detail::next_seed();
+  push_saved(sv);
+  return ops::dropout_forward(y, dropout, true, sv->seed);
 }
 
 Tensor* grad_buffer(Tensor& g, const Tensor& p) {
@@ -372,23 +377,15 @@ Tensor* grad_buffer(Tensor& g, const Tensor& p) {
   return &g;
 }
 
-void TokenEmbeddings::backward(const Saved& sv, const Tensor& dout) {
+void TokenEmbeddings::backward(const Tensor& dout) {
+  auto sv = pop_saved<TokenEmbeddingsSaved>("embeddings");
   // in the forward pass this was:  out = dropout(LayerNorm(word[ids] + position[pos] + token_type[types]))
-  Tensor dnorm, dsum;
-  ops::dropout_backward(&dnorm, dout.contiguous(), dropout, true, sv.seed);
-  ops::layernorm_backward(&dsum, grad_buffer(dnorm_weight, norm_weight), grad_buffer(dnorm_bias, norm_bias), dnorm,
-                          sv.mean, sv.rstd, sv.sum, norm_weight);
-  ops::embedding_backward(grad_buffer(dword, word), dsum, sv.ids, padding_idx);
-  ops::embedding_backward(grad_buffer(dposition, position), dsum, sv.position_ids, position_padding_idx);
-  if (token_type.defined()) ops::embedding_backward(grad_buffer(dtoken_type, token_type), dsum, sv.token_type_ids);
-}
-
-void TokenEmbeddings::members(nn::Members& m, const std::string& prefix) {
-  m.parameter(prefix + "word_embeddings.weight", word, dword);
-  m.parameter(prefix + "position_embeddings.weight", position, dposition);
-  m.parameter(prefix + "token_type_embeddings.weight", token_type, dtoken_type);
-  m.parameter(prefix + "LayerNorm.weight", norm_weight, dnorm_weight);
-  m.parameter(prefix + "LayerNorm.bias", norm_bias, dnorm_bias);
+  Tensor dnorm;
+  ops::dropout_backward(&dnorm, dout.contiguous(), dropout, true, sv->seed);
+  const Tensor dsum = norm.backward(dnorm);
+  word_embeddings.backward(dsum);
+  position_embeddings.backward(dsum);
+  if (token_type_embeddings) token_type_embeddings->backward(dsum);
 }
 
 void LinearWeights::members(nn::Members& m, const std::string& name) {

@@ -160,27 +160,23 @@ struct PackedBatch {
 Tensor run_layers(const std::vector<const nn::TransformerEncoderLayer*>& layers, Tensor x, const Tensor& attn_mask,
                   const Tensor& key_padding, const ForwardOptions& options, ModelOutput& out);
 
-// word + position (+ token type) embeddings followed by LayerNorm: the shape BERT, RoBERTa, ELECTRA, ALBERT,
-// DistilBERT and MPNet share under "embeddings.*" (token types absent in DistilBERT and MPNet).
-struct TokenEmbeddings {
-  Tensor word, position, token_type, norm_weight, norm_bias;  // (V, E), (P, E), (types, E) or undefined, (E)
-  Tensor dword, dposition, dtoken_type, dnorm_weight, dnorm_bias;
-  double eps = 1e-12;
-  double dropout = 0.0;      // after the LayerNorm, training only (hidden_dropout_prob; DistilBERT's dropout)
-  int64_t padding_idx = -1;           // its word row gets no gradient (torch's Embedding(padding_idx))
-  int64_t position_padding_idx = -1;  // the same for the position table (RoBERTa, MPNet)
-  // Saved by forward_train for backward.
-  struct Saved {
-    Tensor ids, position_ids, token_type_ids, sum, mean, rstd;
-    uint64_t seed = 0;
-  };
-  Tensor forward_train(Saved& saved, const Tensor& input_ids, const Tensor& position_ids,
-                       const Tensor& token_type_ids) const;
-  void backward(const Saved& saved, const Tensor& dout);  // accumulates into d*
-  void members(nn::Members& m, const std::string& prefix);  // prefix + word_embeddings.weight, ...
+// word + position (+ token type) embeddings, summed, then LayerNorm and dropout: the "embeddings.*" module BERT,
+// RoBERTa, ELECTRA, ALBERT, DistilBERT and MPNet share (token types absent in DistilBERT and MPNet), composed of
+// nn::Embedding and nn::LayerNorm under Hugging Face's names (word_embeddings, position_embeddings,
+// token_type_embeddings, LayerNorm). Training mode saves what backward needs.
+class TokenEmbeddings : public nn::Module {
+ public:
+  nn::Embedding word_embeddings, position_embeddings;  // padding_idx: RoBERTa and MPNet set the position one too
+  std::optional<nn::Embedding> token_type_embeddings;
+  nn::LayerNorm norm;    // "LayerNorm"
+  double dropout = 0.0;  // after the LayerNorm, training only (hidden_dropout_prob; DistilBERT's dropout)
   static TokenEmbeddings load(Weights& w, const HfConfig& cfg, int64_t dim, bool with_token_types);
   // position_ids (B, T) int64; token_type_ids may be undefined (zeros).
   Tensor forward(const Tensor& input_ids, const Tensor& position_ids, const Tensor& token_type_ids) const;
+  void backward(const Tensor& grad_output);  // accumulates the tables' and the norm's gradients
+
+ protected:
+  void members(nn::Members& m) override;
 };
 // position_ids = 0..T-1 for every sequence (BERT).
 Tensor absolute_position_ids(int64_t B, int64_t T);

@@ -84,7 +84,7 @@ std::unique_ptr<EncoderModel> load_mpnet(const HfConfig& cfg, const io::WeightSt
   Weights root(store, "");
   Weights w = root.sub(m->hf_checkpoint_prefix);
   m->embeddings = TokenEmbeddings::load(w, cfg, d.hidden, false);
-  m->embeddings.padding_idx = m->embeddings.position_padding_idx = m->info.pad_token_id;
+  m->embeddings.word_embeddings.padding_idx = m->embeddings.position_embeddings.padding_idx = m->info.pad_token_id;
   m->layer_names = {"attention.attn.q",    "attention.attn.k",   "attention.attn.v", "attention.attn.o",
                     "attention.LayerNorm", "intermediate.dense", "output.dense",     "output.LayerNorm"};
   m->load_layers(w, d, d.layers, [](int64_t i) { return "encoder.layer." + std::to_string(i) + "."; });

@@ -31,7 +31,7 @@ std::unique_ptr<EncoderModel> load_roberta(const HfConfig& cfg, const io::Weight
   Weights root(store, "");
   Weights w = root.sub(m->hf_checkpoint_prefix);
   m->embeddings = TokenEmbeddings::load(w, cfg, d.hidden, true);
-  m->embeddings.padding_idx = m->embeddings.position_padding_idx = m->info.pad_token_id;
+  m->embeddings.word_embeddings.padding_idx = m->embeddings.position_embeddings.padding_idx = m->info.pad_token_id;
   m->layer_names = bert_layer_names();
   m->load_layers(w, d, d.layers, [](int64_t i) { return "encoder.layer." + std::to_string(i) + "."; });
   m->set_hf_dropout(cfg.get_double("hidden_dropout_prob", 0.1), cfg.get_double("attention_probs_dropout_prob", 0.1));

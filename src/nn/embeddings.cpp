@@ -1,63 +1,48 @@
-// Token + position (+ token type) embeddings.
-#include <cmath>
-
+// torch.nn.Embedding, and the sinusoidal positional-encoding table.
 #include "nn/common.hpp"
+#include "ops/backward.hpp"
 
 namespace encore::nn {
 
-Embeddings::Embeddings(int64_t vocab_size_, int64_t d_model_, int64_t max_positions_, PositionKind positions_,
-                       int64_t type_vocab_size_, bool scale)
-    : vocab_size(vocab_size_),
-      d_model(d_model_),
-      max_positions(max_positions_),
-      type_vocab_size(type_vocab_size_),
-      positions(positions_),
-      scale_by_sqrt_d(scale) {
-  ENCORE_CHECK(vocab_size > 0 && d_model > 0, "Embeddings: vocab_size and d_model must be positive, got ", vocab_size,
-               " and ", d_model);
-  ENCORE_CHECK(positions == PositionKind::none || max_positions > 0, "Embeddings: max_positions must be positive, got ",
-               max_positions);
-  word_embeddings = Tensor::empty({vocab_size, d_model});
-  if (positions == PositionKind::learned) position_embeddings = Tensor::empty({max_positions, d_model});
-  if (type_vocab_size > 0) token_type_embeddings = Tensor::empty({type_vocab_size, d_model});
+Embedding::Embedding(int64_t num_embeddings_, int64_t embedding_dim_, std::optional<int64_t> padding_idx_)
+    : num_embeddings(num_embeddings_), embedding_dim(embedding_dim_), padding_idx(padding_idx_) {
+  ENCORE_CHECK(num_embeddings > 0 && embedding_dim > 0,
+               "Embedding: num_embeddings and embedding_dim must be positive, got ", num_embeddings, " and ",
+               embedding_dim);
+  if (padding_idx && *padding_idx < 0) *padding_idx += num_embeddings;  // torch counts a negative one from the end
+  ENCORE_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < num_embeddings),
+               "Embedding: padding_idx must be within num_embeddings ", num_embeddings);
+  weight = Tensor::empty({num_embeddings, embedding_dim});
   reset_parameters(detail::next_seed());
-  // The sinusoidal table is a fixed buffer, not a parameter.
-  if (positions == PositionKind::sinusoidal) position_embeddings = ops::sinusoidal_positions(0, max_positions, d_model);
 }
 
-void Embeddings::members(Members& m) {
-  m.parameter("word_embeddings.weight", word_embeddings, dword_embeddings);
-  if (positions == PositionKind::learned)  // a sinusoidal table is a fixed buffer, not a parameter
-    m.parameter("position_embeddings.weight", position_embeddings, dposition_embeddings);
-  m.parameter("token_type_embeddings.weight", token_type_embeddings, dtoken_type_embeddings);
+Embedding::Embedding(const Tensor& table, std::optional<int64_t> padding_idx_) : padding_idx(padding_idx_) {
+  ENCORE_CHECK(table.defined() && table.dim() == 2, "Embedding: weight: expected (num_embeddings, embedding_dim), got ",
+               table.defined() ? table.shape_str() : "none");
+  weight = table;
+  num_embeddings = table.size(0);
+  embedding_dim = table.size(1);
+  ENCORE_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < num_embeddings),
+               "Embedding: padding_idx must be within num_embeddings ", num_embeddings);
 }
 
-Tensor Embeddings::forward(const Tensor& input_ids, const Tensor& token_type_ids, int64_t past_length) const {
-  ENCORE_CHECK(input_ids.defined() && input_ids.dim() == 2, "Embeddings: input_ids: expected (B, T), got ",
-               input_ids.defined() ? input_ids.shape_str() : "none");
-  const int64_t B = input_ids.size(0), T = input_ids.size(1), C = d_model;
-  Tensor x = ops::embedding_forward(input_ids, word_embeddings, "input_ids");
-  if (scale_by_sqrt_d) {
-    const float s = static_cast<float>(std::sqrt(static_cast<double>(C)));
-    float* p = x.data<float>();
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) p[i] *= s;
-  }
-  if (positions != PositionKind::none) {
-    ENCORE_CHECK(past_length >= 0 && past_length + T <= max_positions, "Embeddings: sequence length ", past_length + T,
-                 " exceeds max_positions ", max_positions);
-    Tensor pos = position_embeddings.slice(0, past_length, past_length + T).contiguous();
-    for (int64_t b = 0; b < B; ++b) {
-      Tensor xb = x.select(0, b);
-      ops::add_forward_(xb, pos);
-    }
-  }
-  if (token_type_embeddings.defined()) {
-    Tensor types = token_type_ids.defined() ? token_type_ids : Tensor::zeros({B, T}, DType::i64);
-    check_shape(types, "token_type_ids", {B, T});
-    ops::add_forward_(x, ops::embedding_forward(types, token_type_embeddings, "token_type_ids"));
-  }
-  observe("embeddings", x);
-  return x;
+void Embedding::members(Members& m) { m.parameter("weight", weight, dweight); }
+
+Tensor Embedding::forward(const Tensor& input) const {
+  if (training_) saved_.clear();
+  return apply(input);
+}
+
+Tensor Embedding::apply(const Tensor& input, const char* what) const {
+  Tensor out = ops::embedding_forward(input, weight, what);
+  if (training_) push_saved(std::make_shared<Tensor>(input.contiguous()));
+  return out;
+}
+
+void Embedding::backward(const Tensor& grad_output) {
+  auto ids = pop_saved<Tensor>("Embedding");
+  // in the forward pass this was:  out[i, :] = weight[ids[i], :]
+  ops::embedding_backward(&grad_of(dweight, weight), grad_output, *ids, padding_idx.value_or(-1));
 }
 
 Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t d_model) {

@@ -148,6 +148,32 @@ TEST(Layers, CopiesAreDeepAndMovesKeepStorage) {
   static_assert(std::is_nothrow_move_constructible_v<encore::nn::TransformerDecoderLayer>);
 }
 
+// nn::Embedding as torch.nn.Embedding: rows gathered by id; backward accumulates each id's output gradient into
+// its row, except the padding_idx row, and ids out of range name the argument.
+TEST(Layers, EmbeddingGathersRowsAndAccumulatesGradients) {
+  encore::nn::Embedding emb(5, 3, /*padding_idx=*/1);
+  EXPECT_EQ(emb.named_parameters().size(), 1u);
+  EXPECT_EQ(emb.named_parameters()[0].first, "weight");
+  Tensor ids = Tensor::empty({2, 2}, encore::DType::i64);
+  const int64_t id[] = {4, 1, 4, 0};
+  std::memcpy(ids.data<int64_t>(), id, sizeof(id));
+  Tensor out = emb.forward(ids);  // training mode (the default): saves the ids
+  ASSERT_EQ(out.shape(), (encore::Shape{2, 2, 3}));
+  const float* w = emb.weight.data<float>();
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(out.data<float>()[i * 3 + c], w[id[i] * 3 + c]);
+  Tensor dout = Tensor::full({2, 2, 3}, 1.f);
+  emb.backward(dout);
+  const float* g = emb.dweight.data<float>();
+  const float expected_rows[] = {1.f, 0.f, 0.f, 0.f, 2.f};  // id 4 twice; id 1 is padding_idx
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(g[r * 3 + c], expected_rows[r]) << "row " << r;
+  Tensor bad = Tensor::zeros({1, 1}, encore::DType::i64);
+  bad.data<int64_t>()[0] = 5;
+  EXPECT_THROW(emb.forward(bad), encore::Error);
+  EXPECT_THROW(encore::nn::Embedding(5, 3, /*padding_idx=*/5), encore::Error);
+}
+
 // ---- caching allocator (src/core/allocator.hpp) ----
 namespace {
 bool caching_enabled() {
