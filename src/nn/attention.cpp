@@ -94,9 +94,8 @@ void MultiheadAttention::members(Members& m) {
 Tensor MultiheadAttention::backward(const Tensor& grad_output) {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "MultiheadAttention.backward: grad_output must be 2-D or 3-D");
-  if (grad_output.dim() == 2) return backward_batch_first(grad_output.unsqueeze(0)).select(0, 0).contiguous();
-  return detail::from_batch_first(backward_batch_first(detail::to_batch_first(grad_output, batch_first, "grad_output")),
-                                  batch_first);
+  const detail::BatchLayout io(grad_output, batch_first);
+  return io.out(backward_batch_first(io.in(grad_output, "grad_output")));
 }
 
 Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_attn_mask, Tensor* d_key_value) {

@@ -10,6 +10,32 @@ Tensor to_batch_first(const Tensor& x, bool batch_first, const char* name);
 // Inverse of to_batch_first for outputs.
 Tensor from_batch_first(const Tensor& x, bool batch_first);
 
+// The layout of a torch-style entry point's tensors, read from its first input: (T, B, E), (B, T, E) with
+// batch_first, or unbatched (T, E) when that input is 2-D (the caller checked the rank). Layers compute on
+// batch-first 3-D tensors: in() takes an input (or an output's gradient) there, out() brings a result back, and
+// mask() gives an unbatched key padding mask (S) its batch dimension.
+struct BatchLayout {
+  BatchLayout(const Tensor& first, bool batch_first_) : unbatched(first.dim() == 2), batch_first(batch_first_) {}
+  Tensor in(const Tensor& x, const char* name) const {
+    return unbatched ? x.unsqueeze(0) : to_batch_first(x, batch_first, name);
+  }
+  Tensor out(const Tensor& x) const { return unbatched ? x.select(0, 0).contiguous() : from_batch_first(x, batch_first); }
+  Tensor mask(const Tensor& m) const { return unbatched && m.defined() ? m.unsqueeze(0) : m; }
+  bool unbatched, batch_first;
+};
+
+// The position-wise feed-forward pair of an encoder or decoder layer, in this order (each draws its init seed):
+// linear1 (d_model -> dim_feedforward, twice that when gated) and linear2 (dim_feedforward -> d_model).
+void make_feed_forward(Linear& linear1, Linear& linear2, int64_t d_model, int64_t dim_feedforward,
+                       Activation activation, bool bias, const char* who);
+
+// A layer stack's children (TransformerEncoder, TransformerDecoder): "layers.0" ... "layers.N-1", then "norm".
+template <class Layer>
+void stack_members(Members& m, std::vector<Layer>& layers, std::optional<LayerNorm>& norm) {
+  for (size_t i = 0; i < layers.size(); ++i) m.child("layers." + std::to_string(i), layers[i]);
+  if (norm) m.child("norm", *norm);
+}
+
 // act(x·Wᵀ + b) through the module's prepared weights in eval mode when it has them, else the plain weights.
 Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act act = kernels::Act::none);
 kernels::Precision precision_of(DType dtype);  // f32 or bf16; anything else throws

@@ -14,9 +14,7 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model_, int64_t nhead
       activation(parse_activation(activation_)),
       batch_first(batch_first_),
       norm_first(norm_first_) {
-  ENCORE_CHECK(dim_feedforward > 0, "TransformerDecoderLayer: dim_feedforward must be positive, got ", dim_feedforward);
-  linear1 = Linear(d_model, detail::is_gated(activation) ? 2 * dim_feedforward : dim_feedforward, bias);
-  linear2 = Linear(dim_feedforward, d_model, bias);
+  detail::make_feed_forward(linear1, linear2, d_model, dim_feedforward, activation, bias, "TransformerDecoderLayer");
   norm1 = LayerNorm(d_model, layer_norm_eps, true, bias);
   norm2 = LayerNorm(d_model, layer_norm_eps, true, bias);
   norm3 = LayerNorm(d_model, layer_norm_eps, true, bias);
@@ -34,19 +32,12 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
                                         bool memory_is_causal) const {
   ENCORE_CHECK(tgt.defined() && memory.defined(), "TransformerDecoderLayer: tgt and memory are required");
   if (training_) clear_saved();
-  if (tgt.dim() == 2) {
-    ENCORE_CHECK(memory.dim() == 2, "TransformerDecoderLayer: unbatched tgt needs 2-D memory, got ", memory.shape_str());
-    auto u = [](const Tensor& m) { return m.defined() ? m.unsqueeze(0) : m; };
-    return forward_batch_first(tgt.unsqueeze(0), memory.unsqueeze(0), tgt_mask, memory_mask, u(tgt_key_padding_mask),
-                               u(memory_key_padding_mask), tgt_is_causal, memory_is_causal)
-        .select(0, 0)
-        .contiguous();
-  }
-  Tensor x = detail::to_batch_first(tgt, batch_first, "tgt");
-  Tensor mem = detail::to_batch_first(memory, batch_first, "memory");
-  return detail::from_batch_first(forward_batch_first(x, mem, tgt_mask, memory_mask, tgt_key_padding_mask,
-                                                      memory_key_padding_mask, tgt_is_causal, memory_is_causal),
-                                  batch_first);
+  ENCORE_CHECK(tgt.dim() != 2 || memory.dim() == 2, "TransformerDecoderLayer: unbatched tgt needs 2-D memory, got ",
+               memory.shape_str());
+  const detail::BatchLayout io(tgt, batch_first);
+  const Tensor x = io.in(tgt, "tgt"), mem = io.in(memory, "memory");
+  return io.out(forward_batch_first(x, mem, tgt_mask, memory_mask, io.mask(tgt_key_padding_mask),
+                                    io.mask(memory_key_padding_mask), tgt_is_causal, memory_is_causal));
 }
 
 Tensor TransformerDecoderLayer::forward_batch_first(const Tensor& x, const Tensor& memory, const Tensor& tgt_mask,
@@ -84,10 +75,7 @@ TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& decoder_la
   set_name("");
 }
 
-void TransformerDecoder::members(Members& m) {
-  for (size_t i = 0; i < layers.size(); ++i) m.child("layers." + std::to_string(i), layers[i]);
-  if (norm) m.child("norm", *norm);
-}
+void TransformerDecoder::members(Members& m) { detail::stack_members(m, layers, norm); }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                    const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
@@ -96,16 +84,14 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
   ENCORE_CHECK(tgt.defined() && memory.defined() && (tgt.dim() == 2 || tgt.dim() == 3),
                "TransformerDecoder: tgt: expected 3-D (or 2-D unbatched), got ", tgt.defined() ? tgt.shape_str() : "none");
   if (training_) clear_saved();
-  const bool unbatched = tgt.dim() == 2;
-  auto u = [&](const Tensor& m) { return unbatched && m.defined() ? m.unsqueeze(0) : m; };
-  Tensor x = unbatched ? tgt.unsqueeze(0) : detail::to_batch_first(tgt, batch_first, "tgt");
-  Tensor mem = unbatched ? memory.unsqueeze(0) : detail::to_batch_first(memory, batch_first, "memory");
+  const detail::BatchLayout io(tgt, batch_first);
+  Tensor x = io.in(tgt, "tgt");
+  const Tensor mem = io.in(memory, "memory");
   for (const auto& layer : layers)
-    x = layer.forward_batch_first(x, mem, tgt_mask, memory_mask, u(tgt_key_padding_mask), u(memory_key_padding_mask),
-                                  tgt_is_causal.value_or(false), memory_is_causal);
+    x = layer.forward_batch_first(x, mem, tgt_mask, memory_mask, io.mask(tgt_key_padding_mask),
+                                  io.mask(memory_key_padding_mask), tgt_is_causal.value_or(false), memory_is_causal);
   if (norm) x = norm->apply(x);
-  if (unbatched) return x.select(0, 0).contiguous();
-  return detail::from_batch_first(x, batch_first);
+  return io.out(x);
 }
 
 Transformer::Transformer(int64_t d_model_, int64_t nhead_, int64_t num_encoder_layers, int64_t num_decoder_layers,

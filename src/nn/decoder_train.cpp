@@ -41,12 +41,9 @@ Tensor TransformerDecoderLayer::forward_train(const Tensor& x, const Tensor& mem
 std::pair<Tensor, Tensor> TransformerDecoderLayer::backward(const Tensor& grad_output) {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "TransformerDecoderLayer.backward: grad_output must be 2-D or 3-D");
-  if (grad_output.dim() == 2) {
-    auto [dx, dm] = backward_batch_first(grad_output.unsqueeze(0));
-    return {dx.select(0, 0).contiguous(), dm.select(0, 0).contiguous()};
-  }
-  auto [dx, dm] = backward_batch_first(detail::to_batch_first(grad_output, batch_first, "grad_output"));
-  return {detail::from_batch_first(dx, batch_first), detail::from_batch_first(dm, batch_first)};
+  const detail::BatchLayout io(grad_output, batch_first);
+  auto [dx, dm] = backward_batch_first(io.in(grad_output, "grad_output"));
+  return {io.out(dx), io.out(dm)};
 }
 
 std::pair<Tensor, Tensor> TransformerDecoderLayer::backward_batch_first(const Tensor& dout_in) {

@@ -12,10 +12,8 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model_, int64_t nhead
       activation(parse_activation(activation_)),
       batch_first(batch_first_),
       norm_first(norm_first_) {
-  ENCORE_CHECK(dim_feedforward > 0, "TransformerEncoderLayer: dim_feedforward must be positive, got ", dim_feedforward);
   set_dropout(EncoderLayerDropout::torch(dropout_));
-  linear1 = Linear(d_model, detail::is_gated(activation) ? 2 * dim_feedforward : dim_feedforward, bias);
-  linear2 = Linear(dim_feedforward, d_model, bias);
+  detail::make_feed_forward(linear1, linear2, d_model, dim_feedforward, activation, bias, "TransformerEncoderLayer");
   norm1 = LayerNorm(d_model, layer_norm_eps, true, bias);
   norm2 = LayerNorm(d_model, layer_norm_eps, true, bias);
   set_name("");
@@ -30,12 +28,8 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   ENCORE_CHECK(src.defined() && (src.dim() == 2 || src.dim() == 3),
                "TransformerEncoderLayer: src: expected 3-D (or 2-D unbatched), got ", src.defined() ? src.shape_str() : "none");
   if (training_) clear_saved();
-  if (src.dim() == 2) {
-    Tensor kpm = src_key_padding_mask.defined() ? src_key_padding_mask.unsqueeze(0) : src_key_padding_mask;
-    return forward_batch_first(src.unsqueeze(0), src_mask, kpm, is_causal).select(0, 0).contiguous();
-  }
-  Tensor x = detail::to_batch_first(src, batch_first, "src");
-  return detail::from_batch_first(forward_batch_first(x, src_mask, src_key_padding_mask, is_causal), batch_first);
+  const detail::BatchLayout io(src, batch_first);
+  return io.out(forward_batch_first(io.in(src, "src"), src_mask, io.mask(src_key_padding_mask), is_causal));
 }
 
 Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tensor& src_mask,
@@ -94,24 +88,18 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_la
   set_name("");
 }
 
-void TransformerEncoder::members(Members& m) {
-  for (size_t i = 0; i < layers.size(); ++i) m.child("layers." + std::to_string(i), layers[i]);
-  if (norm) m.child("norm", *norm);
-}
+void TransformerEncoder::members(Members& m) { detail::stack_members(m, layers, norm); }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                    std::optional<bool> is_causal, EncoderTrace* trace) const {
   ENCORE_CHECK(src.defined() && (src.dim() == 2 || src.dim() == 3),
                "TransformerEncoder: src: expected 3-D (or 2-D unbatched), got ", src.defined() ? src.shape_str() : "none");
   if (training_) clear_saved();
-  const bool unbatched = src.dim() == 2;
-  Tensor x = unbatched ? src.unsqueeze(0) : detail::to_batch_first(src, batch_first, "src");
-  Tensor kpm = unbatched && src_key_padding_mask.defined() ? src_key_padding_mask.unsqueeze(0) : src_key_padding_mask;
+  const detail::BatchLayout io(src, batch_first);
+  Tensor x = io.in(src, "src");
+  const Tensor kpm = io.mask(src_key_padding_mask);
   const bool causal = is_causal.value_or(false);
-  if (training_) {
-    Tensor out = forward_train(x, mask, kpm, causal, trace);
-    return unbatched ? out.select(0, 0).contiguous() : detail::from_batch_first(out, batch_first);
-  }
+  if (training_) return io.out(forward_train(x, mask, kpm, causal, trace));
   if (trace && trace->want_hidden_states) trace->hidden_states.push_back(x);
   for (int64_t i = 0; i < num_layers; ++i) {
     const TransformerEncoderLayer& layer = layers[share_parameters ? 0 : i];
@@ -121,8 +109,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
     if (trace && trace->want_attentions) trace->attentions.push_back(weights);
   }
   if (norm) x = norm->apply(x);
-  if (unbatched) return x.select(0, 0).contiguous();
-  return detail::from_batch_first(x, batch_first);
+  return io.out(x);
 }
 
 }  // namespace encore::nn

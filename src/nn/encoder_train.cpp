@@ -94,9 +94,8 @@ Tensor TransformerEncoderLayer::forward_train(const Tensor& x, const Tensor& src
 Tensor TransformerEncoderLayer::backward(const Tensor& grad_output) {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "TransformerEncoderLayer.backward: grad_output must be 2-D or 3-D");
-  if (grad_output.dim() == 2) return backward_batch_first(grad_output.unsqueeze(0)).select(0, 0).contiguous();
-  return detail::from_batch_first(backward_batch_first(detail::to_batch_first(grad_output, batch_first, "grad_output")),
-                                  batch_first);
+  const detail::BatchLayout io(grad_output, batch_first);
+  return io.out(backward_batch_first(io.in(grad_output, "grad_output")));
 }
 
 void TransformerEncoderLayer::set_dropout(const EncoderLayerDropout& d) {
@@ -203,15 +202,14 @@ Tensor TransformerEncoder::forward_train(const Tensor& x, const Tensor& mask, co
 Tensor TransformerEncoder::backward(const Tensor& grad_output) {
   ENCORE_CHECK(grad_output.defined() && (grad_output.dim() == 2 || grad_output.dim() == 3),
                "TransformerEncoder.backward: grad_output must be 2-D or 3-D");
-  const bool unbatched = grad_output.dim() == 2;
-  Tensor d = unbatched ? grad_output.unsqueeze(0) : detail::to_batch_first(grad_output, batch_first, "grad_output");
+  const detail::BatchLayout io(grad_output, batch_first);
+  Tensor d = io.in(grad_output, "grad_output");
   if (norm) d = norm->backward(d);
   // Layers ran 0..n-1 (layer 0 every time when shared): undo them in reverse.
   std::vector<TransformerEncoderLayer*> run;
   for (int64_t i = 0; i < num_layers; ++i) run.push_back(&layers[share_parameters ? 0 : i]);
   d = detail::layer_stack_backward(*pop_saved<detail::LayerStackSaved>("TransformerEncoder"), run, d, nullptr);
-  if (unbatched) return d.select(0, 0).contiguous();
-  return detail::from_batch_first(d, batch_first);
+  return io.out(d);
 }
 
 }  // namespace encore::nn

@@ -411,6 +411,13 @@ Tensor from_batch_first(const Tensor& x, bool batch_first) {
   return batch_first ? x : x.transpose(0, 1).contiguous();
 }
 
+void make_feed_forward(Linear& linear1, Linear& linear2, int64_t d_model, int64_t dim_feedforward,
+                       Activation activation, bool bias, const char* who) {
+  ENCORE_CHECK(dim_feedforward > 0, who, ": dim_feedforward must be positive, got ", dim_feedforward);
+  linear1 = Linear(d_model, is_gated(activation) ? 2 * dim_feedforward : dim_feedforward, bias);
+  linear2 = Linear(dim_feedforward, d_model, bias);
+}
+
 Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act act) {
   if (lin.packed && !training) return ops::linear_forward(x, *lin.packed, act);
   return ops::linear_forward(x, lin.weight, lin.bias, act);
