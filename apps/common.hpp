@@ -70,5 +70,6 @@ void register_quantize(CLI::App& app);
 void register_accuracy(CLI::App& app);
 void register_train(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_rerank(CLI::App& app);
 
 }  // namespace encore::cli

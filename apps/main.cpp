@@ -206,6 +206,7 @@ int main(int argc, char** argv) {
   encore::cli::register_accuracy(app);
   encore::cli::register_train(app);
   encore::cli::register_serve(app);
+  encore::cli::register_rerank(app);
   try {
     try {
       app.parse(argc, argv);

@@ -2,6 +2,7 @@
 // offsets) and encore.SentenceEncoder (sentence-transformers' encode()).
 #include <sstream>
 
+#include "encore/cross_encoder.hpp"
 #include "encore/sentence_encoder.hpp"
 #include "encore/tokenizer.hpp"
 #include "numpy_convert.hpp"
@@ -52,6 +53,51 @@ py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::
   }
   py::object arr = to_numpy(out);
   return py::array_t<float>::ensure(single ? arr.attr("__getitem__")(0) : arr);
+}
+
+// One (first, second) pair from a Python 2-sequence of str.
+std::pair<std::string, std::string> text_pair(const py::handle& item, const std::string& what) {
+  if (py::isinstance<py::str>(item) || !py::isinstance<py::sequence>(item) || py::len(item) != 2)
+    throw encore::UsageError(what + " must be a (first, second) pair of str, got " +
+                             py::str(py::repr(item)).cast<std::string>().substr(0, 80));
+  const py::sequence seq = py::reinterpret_borrow<py::sequence>(item);
+  return {utf8_text(seq[0], what + "[0]"), utf8_text(seq[1], what + "[1]")};
+}
+
+encore::PredictOptions predict_options(int64_t batch_size, bool apply_softmax, bool activation) {
+  if (batch_size < 1 || batch_size > (1 << 16))
+    throw encore::UsageError("batch_size must be in 1..65536, got " + std::to_string(batch_size));
+  encore::PredictOptions o;
+  o.batch_size = batch_size;
+  o.apply_softmax = apply_softmax;
+  o.activation = activation;
+  return o;
+}
+
+// CrossEncoder.predict: one pair -> a float (one label) or (num_labels,); a list -> (n,) or (n, num_labels).
+py::object predict_python(const encore::CrossEncoder& self, const py::object& inputs, int64_t batch_size,
+                          bool apply_softmax, bool activation) {
+  // A single pair is a 2-sequence whose items are str; a list of pairs has pairs as items.
+  const bool single = py::isinstance<py::sequence>(inputs) && !py::isinstance<py::str>(inputs) && py::len(inputs) == 2 &&
+                      py::isinstance<py::str>(py::reinterpret_borrow<py::sequence>(inputs)[0]);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (single) {
+    pairs.push_back(text_pair(inputs, "predict: inputs"));
+  } else {
+    if (!py::isinstance<py::iterable>(inputs) || py::isinstance<py::str>(inputs))
+      throw encore::UsageError("predict: inputs must be a (first, second) pair or a list of pairs");
+    for (auto item : inputs) pairs.push_back(text_pair(item, "predict: inputs[" + std::to_string(pairs.size()) + "]"));
+  }
+  const encore::PredictOptions o = predict_options(batch_size, apply_softmax, activation);
+  Tensor scores;
+  {
+    py::gil_scoped_release nogil;
+    scores = self.predict(pairs, o);
+  }
+  py::object arr = to_numpy(scores);
+  if (self.num_labels() == 1) arr = arr.attr("reshape")(-1);  // (n,) as sentence-transformers
+  if (single) return self.num_labels() == 1 ? py::object(py::float_(arr.attr("__getitem__")(0))) : arr.attr("__getitem__")(0);
+  return arr;
 }
 
 }  // namespace
@@ -244,6 +290,64 @@ void bind_text(py::module_& m) {
         std::istringstream lines(self.describe());
         for (std::string l; std::getline(lines, l);) s += "  " + l + "\n";
         return s + ")";
+      });
+
+  py::class_<encore::CrossEncoder>(m, "CrossEncoder",
+                                   "A *ForSequenceClassification checkpoint scoring (query, document) pairs together, "
+                                   "as sentence-transformers' CrossEncoder (re-rankers, NLI models).\n\n"
+                                   "CrossEncoder(path, dtype='fp32'). Scores are the logits through "
+                                   "sentence-transformers' activation: config.json's "
+                                   "sentence_transformers.activation_fn, else sigmoid for one label and identity "
+                                   "for more. predict() and rank() release the GIL.")
+      .def(py::init([](const py::object& path, const std::string& dtype) {
+             const std::string dir = py::str(path).cast<std::string>();
+             const encore::DType d = encore::parse_dtype(dtype);
+             py::gil_scoped_release nogil;
+             return encore::CrossEncoder::load(dir, d);
+           }),
+           py::arg("path"), py::arg("dtype") = "fp32", "Loads a *ForSequenceClassification directory.")
+      .def("predict", &predict_python, py::arg("inputs"), py::arg("batch_size") = 32, py::arg("apply_softmax") = false,
+           py::arg("activation") = true,
+           "Scores pairs: a list of (first, second) pairs -> float32 (n,) for one label, (n, num_labels) for more; "
+           "one pair -> a float, or (num_labels,). apply_softmax: softmax over the labels (num_labels > 1). "
+           "activation=False: the raw logits.")
+      .def(
+          "rank",
+          [](const encore::CrossEncoder& self, const std::string& query, const std::vector<std::string>& documents,
+             const py::object& top_k, bool return_documents, int64_t batch_size) {
+            const encore::PredictOptions o = predict_options(batch_size, false, true);
+            const int64_t k = top_k.is_none() ? -1 : top_k.cast<int64_t>();
+            std::vector<encore::RankedDocument> ranked;
+            {
+              py::gil_scoped_release nogil;
+              ranked = self.rank(query, documents, k, o);
+            }
+            py::list out;
+            for (const auto& r : ranked) {
+              py::dict d;
+              d["corpus_id"] = r.corpus_id;
+              d["score"] = r.score;
+              if (return_documents) d["text"] = documents[static_cast<size_t>(r.corpus_id)];
+              out.append(d);
+            }
+            return out;
+          },
+          py::arg("query"), py::arg("documents"), py::arg("top_k") = py::none(), py::arg("return_documents") = false,
+          py::arg("batch_size") = 32,
+          "The documents scored against the query, best first, as sentence-transformers' rank(): a list of "
+          "{'corpus_id', 'score'} dicts (and 'text' with return_documents=True), the top_k best (None: all). "
+          "Needs a re-ranker (num_labels == 1).")
+      .def_property_readonly("num_labels", &encore::CrossEncoder::num_labels, "number of scores per pair")
+      .def_property("max_length", &encore::CrossEncoder::max_seq_length, &encore::CrossEncoder::set_max_seq_length,
+                    "tokens per pair (special tokens included) before longest-first truncation")
+      .def_property_readonly("labels", &encore::CrossEncoder::labels, "config.json's id2label, in label order")
+      .def("__repr__", [](const encore::CrossEncoder& self) {
+        const encore::ModelInfo& mi = self.encoder().model().info();
+        static const char* kActivation[] = {"identity", "sigmoid", "tanh"};
+        return "CrossEncoder(architecture='" + mi.architecture + "', dtype=" + mi.dtype +
+               ", num_labels=" + std::to_string(self.num_labels()) + ", activation=" +
+               kActivation[static_cast<int>(self.activation())] + ", max_length=" +
+               std::to_string(self.max_seq_length()) + ")";
       });
 }
 

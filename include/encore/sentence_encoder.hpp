@@ -146,6 +146,13 @@ Tensor pool_tokens(const Tensor& x, const Tensor& attention_mask, const PoolingC
 Tensor pool_tokens_backward(const Tensor& d_pooled, const Tensor& x, const Tensor& attention_mask,
                             const PoolingConfig& config, int64_t prompt_length = 0);
 
+// Sequences in batches of at most batch_size, longest first (ties in input order), so each batch holds little
+// padding: fn(batch, rows) gets the batch's sequences and their indices in `sequences` (the caller puts its row
+// results back in input order). What encode() and CrossEncoder::predict() batch by.
+void for_each_length_sorted_batch(
+    const std::vector<Encoding>& sequences, int64_t batch_size,
+    const std::function<void(const std::vector<const Encoding*>& batch, const std::vector<int64_t>& rows)>& fn);
+
 // sentence-transformers' Normalize: y = x / max(||x||, 1e-12) per row of x (N, C), as torch.nn.functional.normalize.
 Tensor normalize_rows(const Tensor& x);
 // dx = (dy - y·(y·dy)) / ||x|| where ||x|| > 1e-12, else dy / 1e-12 (the clamp is constant there).

@@ -1,14 +1,14 @@
 """encore: a C++ Transformer encoder engine.
 
-encore.SentenceEncoder, encore.AutoModel and encore.Tokenizer load Hugging Face / sentence-transformers model
-directories; encore.nn is a numpy twin of torch.nn's Transformer modules; encore.integrations adapts
+encore.SentenceEncoder, encore.CrossEncoder, encore.AutoModel and encore.Tokenizer load Hugging Face /
+sentence-transformers model directories; encore.nn is a numpy twin of torch.nn's Transformer modules; encore.integrations adapts
 SentenceEncoder to LangChain, LlamaIndex and Haystack.
 """
 import functools
 
-from ._encore import (AutoModel, Encoding, Error, SentenceEncoder, Tokenizer, __version__, default_model_dir,
-                      get_num_threads, manual_seed, memory_stats, runtime_info, set_default_model_dir,
-                      set_num_threads)
+from ._encore import (AutoModel, CrossEncoder, Encoding, Error, SentenceEncoder, Tokenizer, __version__,
+                      default_model_dir, get_num_threads, manual_seed, memory_stats, runtime_info,
+                      set_default_model_dir, set_num_threads)
 # The error classes (docs/errors.md): every exception encore raises is an encore.Error (a ValueError).
 from ._encore import InputError, InternalError, ModelFormatError, NonFiniteError, ResourceError, UsageError
 from . import nn
@@ -24,7 +24,7 @@ if _packaged is not None:
 train_classifier = functools.partial(train, task="classification")  # encore train --task classification
 train_embedding = functools.partial(train, task="embedding")  # encore train --task embedding
 
-__all__ = ["AutoModel", "Encoding", "Error", "InputError", "InternalError", "ModelFormatError", "NonFiniteError",
+__all__ = ["AutoModel", "CrossEncoder", "Encoding", "Error", "InputError", "InternalError", "ModelFormatError", "NonFiniteError",
            "ResourceError", "UsageError", "SentenceEncoder", "Tokenizer", "__version__", "default_model_dir",
            "get_num_threads", "manual_seed", "memory_stats", "runtime_info", "set_default_model_dir",
            "set_num_threads", "nn", "losses", "optim", "train", "train_classifier", "train_embedding",

@@ -261,24 +261,20 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
                    " tokens long, more than max_seq_length ", m.max_seq_length, " (truncation is off)");
     }
   const std::vector<Encoding> encodings = tokenize(inputs);
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return encodings[a].size() > encodings[b].size(); });
-
-  for (int64_t start = 0; start < n; start += opt.batch_size) {
-    const int64_t B = std::min(opt.batch_size, n - start);
-    std::vector<const Encoding*> batch(B);
-    for (int64_t i = 0; i < B; ++i) batch[i] = &encodings[order[start + i]];
-    TokenizedEncodeOptions to;
-    to.normalize = normalize;
-    to.allow_nonfinite = opt.allow_nonfinite;
-    to.prompt_length = prompt_length(prompt);
+  TokenizedEncodeOptions to;
+  to.normalize = normalize;
+  to.allow_nonfinite = opt.allow_nonfinite;
+  to.prompt_length = prompt_length(prompt);
+  int64_t done = 0;
+  for_each_length_sorted_batch(encodings, opt.batch_size, [&](const std::vector<const Encoding*>& batch,
+                                                              const std::vector<int64_t>& rows) {
     const Tensor emb = encode_tokenized(batch, to).embeddings;
     const int64_t C = emb.size(1);
-    for (int64_t i = 0; i < B; ++i)
-      std::copy_n(emb.data<float>() + i * C, C, result.data<float>() + order[start + i] * C);
-    if (opt.progress) opt.progress(start + B, n);
-  }
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::copy_n(emb.data<float>() + i * C, C, result.data<float>() + rows[i] * C);
+    done += static_cast<int64_t>(rows.size());
+    if (opt.progress) opt.progress(done, n);
+  });
   if (keep_dims == 0 || keep_dims == m.dimension) return result;
   Tensor kept = Tensor::empty({n, keep_dims});
   for (int64_t i = 0; i < n; ++i)
@@ -356,6 +352,24 @@ void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const T
     if (!all_finite(emb)) throw nonfinite_in("Dense module " + std::to_string(i));
   }
   throw nonfinite_in(normalize ? "the L2 normalisation" : "the output");
+}
+
+void for_each_length_sorted_batch(
+    const std::vector<Encoding>& sequences, int64_t batch_size,
+    const std::function<void(const std::vector<const Encoding*>& batch, const std::vector<int64_t>& rows)>& fn) {
+  ENCORE_CHECK_AS(UsageError, batch_size > 0, "batch_size must be positive, got ", batch_size);
+  const int64_t n = static_cast<int64_t>(sequences.size());
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return sequences[a].size() > sequences[b].size(); });
+  for (int64_t start = 0; start < n; start += batch_size) {
+    const int64_t B = std::min(batch_size, n - start);
+    std::vector<int64_t> rows(order.begin() + start, order.begin() + start + B);
+    std::vector<const Encoding*> batch(B);
+    for (int64_t i = 0; i < B; ++i) batch[i] = &sequences[rows[i]];
+    fn(batch, rows);
+  }
 }
 
 std::vector<Encoding> SentenceEncoder::tokenize(const std::vector<std::string>& texts) const {

