@@ -89,6 +89,20 @@ void register_errors(py::module_& m) {
   });
 }
 
+// Module.backward(grad_output) -> the input's gradient, for modules with one input.
+template <class M>
+py::object input_backward(M& self, const py::object& grad_output) {
+  Tensor g = float_tensor(grad_output, "grad_output");
+  Tensor dx;
+  {
+    py::gil_scoped_release nogil;
+    dx = self.backward(g);
+  }
+  return to_numpy(dx);
+}
+constexpr const char* kInputBackwardDoc =
+    "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())";
+
 }  // namespace
 
 PYBIND11_MODULE(_encore, m) {
@@ -167,17 +181,7 @@ PYBIND11_MODULE(_encore, m) {
 
   py::class_<nn::LayerNorm, nn::Module>(mnn, "LayerNorm",
                   "torch.nn.LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dims (normalized_shape)")
-      .def(
-          "backward",
-          [](nn::LayerNorm& self, const py::object& grad_output) {
-            Tensor g = float_tensor(grad_output, "grad_output");
-            py::gil_scoped_release nogil;
-            Tensor dx = self.backward(g);
-            py::gil_scoped_acquire gil;
-            return to_numpy(dx);
-          },
-          py::arg("grad_output"),
-          "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())")
+      .def("backward", input_backward<nn::LayerNorm>, py::arg("grad_output"), kInputBackwardDoc)
       .def(py::init<int64_t, double, bool, bool>(), py::arg("normalized_shape"), py::arg("eps") = 1e-5,
            py::arg("elementwise_affine") = true, py::arg("bias") = true)
       .def(py::init<const Shape&, double, bool, bool>(), py::arg("normalized_shape"), py::arg("eps") = 1e-5,
@@ -193,6 +197,7 @@ PYBIND11_MODULE(_encore, m) {
 
   py::class_<nn::RMSNorm, nn::Module>(mnn, "RMSNorm",
                   "torch.nn.RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight over the last dims; eps None = float32 machine epsilon")
+      .def("backward", input_backward<nn::RMSNorm>, py::arg("grad_output"), kInputBackwardDoc)
       .def(py::init<int64_t, std::optional<double>, bool>(), py::arg("normalized_shape"), py::arg("eps") = py::none(),
            py::arg("elementwise_affine") = true)
       .def(py::init<const Shape&, std::optional<double>, bool>(), py::arg("normalized_shape"),
@@ -223,17 +228,7 @@ PYBIND11_MODULE(_encore, m) {
   };
   py::class_<nn::MultiheadAttention, nn::Module>(mnn, "MultiheadAttention",
                   "torch.nn.MultiheadAttention: same arguments, defaults (batch_first=False), masks (True / -inf = ignore) and state_dict keys")
-      .def(
-          "backward",
-          [](nn::MultiheadAttention& self, const py::object& grad_output) {
-            Tensor g = float_tensor(grad_output, "grad_output");
-            py::gil_scoped_release nogil;
-            Tensor dx = self.backward(g);
-            py::gil_scoped_acquire gil;
-            return to_numpy(dx);
-          },
-          py::arg("grad_output"),
-          "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())")
+      .def("backward", input_backward<nn::MultiheadAttention>, py::arg("grad_output"), kInputBackwardDoc)
       .def(py::init<int64_t, int64_t, double, bool, bool, bool, std::optional<int64_t>, std::optional<int64_t>, bool>(),
            py::arg("embed_dim"), py::arg("num_heads"), py::arg("dropout") = 0.0, py::arg("bias") = true,
            py::arg("add_bias_kv") = false, py::arg("add_zero_attn") = false, py::arg("kdim") = py::none(),

@@ -261,6 +261,9 @@ class RMSNorm : public Module {
   explicit RMSNorm(const Shape& normalized_shape, std::optional<double> eps = std::nullopt,
                    bool elementwise_affine = true);
   Tensor forward(const Tensor& input) const;
+  // Gradient of the input for the last training-mode forward; accumulates the weight's gradient (named_grads()).
+  Tensor backward(const Tensor& grad_output);
+  Tensor apply(const Tensor& input) const;  // forward without clearing earlier saves (for use inside layers)
   Parameter weight;
   Tensor dweight;
   Shape normalized_shape;

@@ -359,10 +359,41 @@ RMSNorm::RMSNorm(const Shape& shape, std::optional<double> eps_, bool affine)
 
 void RMSNorm::members(Members& m) { m.parameter("weight", weight, dweight); }
 
+struct RMSNormSaved {
+  Tensor x, rstd;  // x flattened to (..., C)
+  Shape input_shape;
+};
+
 Tensor RMSNorm::forward(const Tensor& input) const {
-  Tensor x = flatten_normalized(input, normalized_shape, "RMSNorm");
+  if (training_) saved_.clear();
+  return apply(input);
+}
+
+Tensor RMSNorm::apply(const Tensor& input) const {
+  Tensor x = flatten_normalized(input, normalized_shape, "RMSNorm").contiguous();
   const int64_t C = x.size(-1);
-  return ops::rmsnorm_forward(x, weight.defined() ? weight.view({C}) : Tensor(), eps).view(input.shape());
+  auto sv = training_ ? std::make_shared<RMSNormSaved>() : nullptr;
+  Tensor y = ops::rmsnorm_forward(x, weight.defined() ? weight.view({C}) : Tensor(), eps, sv ? &sv->rstd : nullptr);
+  if (sv) {
+    sv->x = x;
+    sv->input_shape = input.shape();
+    push_saved(sv);
+  }
+  return y.view(input.shape());
+}
+
+Tensor RMSNorm::backward(const Tensor& grad_output) {
+  auto sv = pop_saved<RMSNormSaved>("RMSNorm");
+  ENCORE_CHECK(grad_output.shape() == sv->input_shape, "RMSNorm.backward: grad_output: expected shape ",
+               shape_str(sv->input_shape), ", got ", grad_output.shape_str());
+  const int64_t C = sv->x.size(-1);
+  Tensor dout = grad_output.contiguous().view(sv->x.shape());
+  Tensor dx;
+  Tensor dw = weight.defined() ? grad_of(dweight, weight).view({C}) : Tensor();
+  // forward: out = x·rstd·weight, rstd = (Σx²/C + eps)^(-1/2) per row (ops::rmsnorm_backward)
+  ops::rmsnorm_backward(&dx, weight.defined() ? &dw : nullptr, dout, sv->rstd, sv->x,
+                        weight.defined() ? weight.view({C}) : Tensor());
+  return dx.view(sv->input_shape);
 }
 
 // ---------------- activations ----------------

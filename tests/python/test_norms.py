@@ -1,7 +1,8 @@
 """encore.nn.LayerNorm / RMSNorm vs torch.nn.
 
 Tolerance: TOL_SINGLE = 1e-5 max abs diff (the "offset 100" stability case
-uses 1e-4, see there).  Last dims 1, 3, 17, 768, 1000; leading shapes of rank
+uses 1e-4, see there).  RMSNorm backward vs torch autograd: TOL_GRAD_REL
+(relative to max|torch|, see there).  Last dims 1, 3, 17, 768, 1000; leading shapes of rank
 0..3; affine on/off, bias=False; RMSNorm eps None (= torch.finfo(float32).eps)
 and explicit.  Inputs scaled/offset where that makes eps or the variance
 algorithm observable.
@@ -159,6 +160,85 @@ def test_default_parameters_before_loading(kind):
     with torch.no_grad():
         expected = tm(t(x)).numpy()
     assert_close(em.eval()(x), expected, TOL_SINGLE, f"fresh {kind}")
+
+
+# ---------------------------------------------------------------------------
+# RMSNorm backward vs torch autograd, over the same case table as the forward.
+# For y = RMSNorm(x) and a random upstream gradient g, torch autograd gives d(sum(g*y))/dx and d/dweight;
+# encore's RMSNorm.backward(g) must match within TOL_GRAD_REL relative to max|torch| per tensor (the measure of
+# test_gradients.py, whose LayerNorm check this follows). d = 1 is the ill-conditioned corner: y = w*x*rstd ~
+# w*sign(x), so dx = w*g*rstd*(1 - x^2*rstd^2) ~ w*g*eps/|x|^3 is what survives a cancellation of two terms of
+# size |w*g*rstd|, in float32 on both sides; there the error is measured against that scale instead,
+# max|dx - torch| <= TOL_GRAD_D1 * max|w*g*rstd| (docs/backward.md: not resolvable in float32 otherwise).
+TOL_GRAD_REL = 1e-5
+TOL_GRAD_D1 = 1e-6
+
+
+def rel_err(actual, expected) -> float:
+    expected = np.asarray(expected)
+    return float(np.abs(np.asarray(actual) - expected).max() / max(np.abs(expected).max(), 1e-30))
+
+
+@pytest.mark.parametrize("c", RMS_CASES, ids=str)
+def test_rmsnorm_backward_matches_autograd(c: NormCase):
+    tm, em = build_pair(c)
+    em.train()
+    x = (np.float32(c.scale) * randn(*c.lead, c.d) + np.float32(c.offset)).astype(np.float32)
+    g = randn(*c.lead, c.d)
+    with torch.enable_grad():
+        xt = t(x.copy()).requires_grad_(True)
+        (tm(xt) * t(g)).sum().backward()
+    ye = em(x)
+    with torch.no_grad():
+        assert_close(ye, tm(t(x)).numpy(), c.tol, f"{c} training-mode forward")
+    dx = em.backward(g)
+    assert dx.shape == x.shape and dx.dtype == np.float32
+    assert np.abs(xt.grad.numpy()).max() > 0, f"{c}: torch's input gradient is zero - a vacuous case"
+    if c.d == 1:
+        x64 = x.astype(np.float64)
+        eps = np.finfo(np.float32).eps if c.eps is None else c.eps
+        w = tm.weight.detach().numpy().astype(np.float64) if c.affine else 1.0
+        scale = np.abs(w * g * (x64 * x64 + eps) ** -0.5).max()
+        e, tol = float(np.abs(dx - xt.grad.numpy()).max() / scale), TOL_GRAD_D1
+    else:
+        e, tol = rel_err(dx, xt.grad.numpy()), TOL_GRAD_REL
+    print(f"{c}: dx rel err {e:.2e}")
+    assert e <= tol, f"{c}: dx rel err {e:.2e} > {tol:.0e}"
+    grads = em.grads()
+    if c.affine:
+        e = rel_err(grads["weight"], tm.weight.grad.numpy())
+        print(f"{c}: dweight rel err {e:.2e}")
+        assert e <= TOL_GRAD_REL, f"{c}: dweight rel err {e:.2e}"
+    else:
+        assert grads == {}
+
+
+def test_rmsnorm_backward_tuple_shape_accumulates_and_needs_a_forward():
+    """normalized_shape (3, 17): gradients over the last two dims; a second forward+backward adds to the weight's
+    gradient (torch's .grad accumulation); backward without a training-mode forward is an error."""
+    shape = (3, 17)
+    tm = randomize_(torch.nn.RMSNorm(shape, eps=1e-6))
+    em = make_twin(tm, enn.RMSNorm(shape, eps=1e-6)).train()
+    x, g = randn(2, 3, 17), randn(2, 3, 17)
+    with torch.enable_grad():
+        xt = t(x.copy()).requires_grad_(True)
+        for _ in range(2):
+            (tm(xt) * t(g)).sum().backward()
+    for _ in range(2):
+        em(x)
+        dx = em.backward(g)
+    assert rel_err(dx, xt.grad.numpy() / 2) <= TOL_GRAD_REL
+    assert em.grads()["weight"].shape == shape
+    assert rel_err(em.grads()["weight"], tm.weight.grad.numpy()) <= TOL_GRAD_REL
+    with pytest.raises(encore.Error, match="no saved forward pass"):
+        em.backward(g)
+    em(x)
+    with pytest.raises(encore.Error, match="grad_output: expected shape"):
+        em.backward(randn(2, 3, 16))
+    em.eval()
+    em(x)
+    with pytest.raises(encore.Error, match="no saved forward pass"):
+        em.backward(g)  # eval mode saves nothing
 
 
 def test_case_table_covers_every_axis_value():

@@ -94,6 +94,10 @@ class RMSNorm(Module):
     @typing.overload
     def __init__(self, normalized_shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], eps: typing.SupportsFloat | typing.SupportsIndex | None = None, elementwise_affine: bool = True) -> None:
         ...
+    def backward(self, grad_output: typing.Any) -> typing.Any:
+        """
+        gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())
+        """
     def extra_repr(self) -> str:
         """
         the module's own settings in its repr (torch's extra_repr)
