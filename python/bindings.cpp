@@ -435,4 +435,5 @@ PYBIND11_MODULE(_encore, m) {
   bind_models(m);
   bind_text(m);
   bind_train(m);
+  bind_functional(m);
 }

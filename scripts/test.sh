@@ -14,7 +14,7 @@ ENCORE_KERNELS=ref PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:
   "import encore, sys; i = encore.runtime_info(); print(i); sys.exit(0 if 'kernels=ref' in i else 1)"
 ENCORE_KERNELS=ref PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} -m pytest -q \
   tests/python/test_parity_encoder.py tests/python/test_parity_attention.py tests/python/test_norms.py \
-  tests/python/test_activations.py tests/python/test_parity_decoder.py
+  tests/python/test_activations.py tests/python/test_parity_decoder.py tests/python/test_functional.py
 echo "== pytest"
 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ${PYTHON:-python3} -m pytest -q tests/python
 echo "== package (cmake --install + find_package, add_subdirectory, pkg-config: examples/cpp; pip install . in a venv)"

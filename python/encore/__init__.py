@@ -1,7 +1,8 @@
 """encore: a C++ Transformer encoder engine.
 
 encore.SentenceEncoder, encore.CrossEncoder, encore.AutoModel and encore.Tokenizer load Hugging Face /
-sentence-transformers model directories; encore.nn is a numpy twin of torch.nn's Transformer modules; encore.integrations adapts
+sentence-transformers model directories; encore.nn is a numpy twin of torch.nn's Transformer modules;
+encore.functional holds stateless forward/backward op pairs (rotary embedding, gated activations); encore.integrations adapts
 SentenceEncoder to LangChain, LlamaIndex and Haystack.
 """
 import functools
@@ -12,6 +13,7 @@ from ._encore import (AutoModel, CrossEncoder, Encoding, Error, SentenceEncoder,
 # The error classes (docs/errors.md): every exception encore raises is an encore.Error (a ValueError).
 from ._encore import InputError, InternalError, ModelFormatError, NonFiniteError, ResourceError, UsageError
 from . import nn
+from ._encore import functional
 from ._encore import embedding_loss_backward, losses, optim, train  # noqa: F401
 from ._model_path import packaged_model_dir as _packaged_model_dir
 
@@ -27,5 +29,5 @@ train_embedding = functools.partial(train, task="embedding")  # encore train --t
 __all__ = ["AutoModel", "CrossEncoder", "Encoding", "Error", "InputError", "InternalError", "ModelFormatError", "NonFiniteError",
            "ResourceError", "UsageError", "SentenceEncoder", "Tokenizer", "__version__", "default_model_dir",
            "get_num_threads", "manual_seed", "memory_stats", "runtime_info", "set_default_model_dir",
-           "set_num_threads", "nn", "losses", "optim", "train", "train_classifier", "train_embedding",
+           "set_num_threads", "nn", "functional", "losses", "optim", "train", "train_classifier", "train_embedding",
            "embedding_loss_backward"]

@@ -42,8 +42,10 @@ struct BackwardKernelTable {
 
   // forward: out[i] = act(x[i])  ->  dx[i] = dout[i]·act'(x[i]). x is the PRE-activation. dx may alias dout.
   void (*activation_backward_f32)(float* dx, const float* dout, const float* x, int64_t n, Act act);
-  // forward: out (rows, F) = act(a)·b with in = [a | b] (rows, 2F)  ->  din = [dout·b·act'(a) | dout·act(a)].
-  void (*gated_backward_f32)(float* din, const float* dout, const float* in, int64_t rows, int64_t F, Act act);
+  // forward: out (rows, F) = act(a)·b with in = [x0 | x1] (rows, 2F), (a, b) = (x0, x1) for Gate::first, (x1, x0)
+  // for Gate::second  ->  da = dout·b·act'(a), db = dout·act(a), written to the halves a and b came from.
+  void (*gated_backward_f32)(float* din, const float* dout, const float* in, int64_t rows, int64_t F, Act act,
+                             Gate gate);
   // forward: xhat = (in - mean)·rstd ; out = xhat·weight + bias  (weight/bias may be null)
   //   dinp = rstd·(g - mean(g) - xhat·mean(g·xhat)), g = dout·weight ; dweight += Σ_rows dout·xhat ;
   //   dbias += Σ_rows dout. dinp may alias dout; dweight/dbias may be null.
@@ -67,7 +69,8 @@ const BackwardKernelTable* backward_kernels_for(Isa isa);  // a specific ISA's t
 
 // ---- scalar references (the 'ref' and 'scalar' tables' entries) ----
 void activation_backward_f32_ref(float* dx, const float* dout, const float* x, int64_t n, Act act);
-void gated_backward_f32_ref(float* din, const float* dout, const float* in, int64_t rows, int64_t F, Act act);
+void gated_backward_f32_ref(float* din, const float* dout, const float* in, int64_t rows, int64_t F, Act act,
+                            Gate gate);
 void layernorm_backward_f32_ref(float* dinp, float* dweight, float* dbias, const float* dout, const float* mean,
                                 const float* rstd, const float* inp, const float* weight, int64_t rows, int64_t C);
 void rmsnorm_backward_f32_ref(float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp,

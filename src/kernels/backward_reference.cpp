@@ -46,13 +46,15 @@ void activation_backward_f32_ref(float* dx, const float* dout, const float* x, i
   for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<float>(dout[i] * act_grad_ref(x[i], act));
 }
 
-void gated_backward_f32_ref(float* din, const float* dout, const float* in, int64_t rows, int64_t F, Act act) {
+void gated_backward_f32_ref(float* din, const float* dout, const float* in, int64_t rows, int64_t F, Act act,
+                            Gate gate) {
+  const int64_t ia = gate == Gate::first ? 0 : F, ib = F - ia;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* a = in + r * 2 * F;
-    const float* b = a + F;
+    const float* a = in + r * 2 * F + ia;
+    const float* b = in + r * 2 * F + ib;
     const float* dy = dout + r * F;
-    float* da = din + r * 2 * F;
-    float* db = da + F;
+    float* da = din + r * 2 * F + ia;
+    float* db = din + r * 2 * F + ib;
     for (int64_t i = 0; i < F; ++i) {
       const double g = dy[i];
       // forward: y[i] = act(a[i]) · b[i]

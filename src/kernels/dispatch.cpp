@@ -33,6 +33,7 @@ KernelTable make_ref_table(const char* name, bool onednn_gemm) {
   t.attention_fused_f32 = attention_fused_f32_ref;
   t.add_layernorm_f32 = add_layernorm_f32_ref;
   t.convert_f32_to_bf16 = convert_f32_to_bf16_ref;
+  t.rotary_f32 = rotary_f32_ref;
   return t;
 }
 

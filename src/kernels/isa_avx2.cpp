@@ -35,6 +35,7 @@ KernelTable make_avx2_table() {
   t.attention_fused_f32 = avx2::attention_fused_f32;
   t.add_layernorm_f32 = avx2::add_layernorm_f32;
   t.convert_f32_to_bf16 = avx2::convert_f32_to_bf16;
+  t.rotary_f32 = avx2::rotary_f32;
   return t;
 }
 }  // namespace encore::kernels

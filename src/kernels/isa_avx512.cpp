@@ -38,6 +38,7 @@ KernelTable make_avx512_table() {
   t.attention_fused_f32 = avx512::attention_fused_f32;
   t.add_layernorm_f32 = avx512::add_layernorm_f32;
   t.convert_f32_to_bf16 = avx512::convert_f32_to_bf16;
+  t.rotary_f32 = avx512::rotary_f32;
   return t;
 }
 }  // namespace encore::kernels

@@ -16,6 +16,10 @@ const char* isa_name(Isa isa);
 enum class Act { none, relu, gelu_erf, gelu_tanh, silu, tanh };
 const char* act_name(Act act);
 
+// Which half of a gated FFN's [x0 | x1] goes through the activation: first = act(x0)·x1 (ModernBERT's Wi,
+// Jina's gated_layers, a Qwen3/T5 [gate_proj | up_proj] stack), second = act(x1)·x0 (GTE's up_gate_proj).
+enum class Gate { first, second };
+
 struct AttentionBlock;  // below
 
 struct KernelTable {
@@ -45,8 +49,9 @@ struct KernelTable {
 
   // out[i] = act(in[i]); out may alias in.
   void (*activation_f32)(float* out, const float* in, int64_t n, Act act);
-  // Gated FFN hidden: in is (rows, 2F) = [a | b]; out (rows, F) = act(a)·b.
-  void (*gated_f32)(float* out, const float* in, int64_t rows, int64_t F, Act act);
+  // Gated FFN hidden: in is (rows, 2F) = [x0 | x1]; out (rows, F) = act(a)·b with (a, b) = (x0, x1) for
+  // Gate::first, (x1, x0) for Gate::second.
+  void (*gated_f32)(float* out, const float* in, int64_t rows, int64_t F, Act act, Gate gate);
   // out[i] = a[i] + b[i]; out may alias a or b.
   void (*add_f32)(float* out, const float* a, const float* b, int64_t n);
   // Fused attention over one (sequence, head) block, see AttentionBlock; scratch holds
@@ -59,6 +64,15 @@ struct KernelTable {
                             const float* bias, int64_t rows, int64_t C, float eps);
   // Round to nearest even, f32 -> bf16 bit patterns; NaN stays NaN (see convert_f32_to_bf16_ref).
   void (*convert_f32_to_bf16)(uint16_t* out, const float* in, int64_t n);
+  // Rotary position embedding, Hugging Face's half-split ("rotate_half", NeoX) convention, on `tokens` rows of
+  // `heads` heads of head_dim floats (token t, head h at in + t·ld + h·head_dim; ld >= heads·head_dim, so views
+  // into a packed QKV buffer work). The first rotary_dim (even, <= head_dim) dims of each head rotate, the rest
+  // pass through; cos/sin are (tokens, R/2) with R = rotary_dim, c = cos[t][i], s = sin[t][i], i < R/2:
+  //   out[i] = x[i]·c - x[i + R/2]·s ;  out[i + R/2] = x[i + R/2]·c + x[i]·s     (x·cos + rotate_half(x)·sin)
+  // inverse applies the transposed rotation (s -> -s), which is the backward: dx = R(θ)ᵀ·dout. out rows are
+  // ld_out apart; out may alias in (same ld).
+  void (*rotary_f32)(float* out, int64_t ld_out, const float* in, int64_t ld, const float* cos, const float* sin,
+                     int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse);
 };
 
 // One (sequence, head) of scaled dot-product attention, computed without a T x S score matrix:
@@ -108,7 +122,9 @@ void layernorm_forward_f32_ref(float* out, float* mean, float* rstd, const float
 void rmsnorm_forward_f32_ref(float* out, float* rstd, const float* in, const float* weight, int64_t rows,
                              int64_t C, float eps);
 void activation_f32_ref(float* out, const float* in, int64_t n, Act act);
-void gated_f32_ref(float* out, const float* in, int64_t rows, int64_t F, Act act);
+void gated_f32_ref(float* out, const float* in, int64_t rows, int64_t F, Act act, Gate gate);
+void rotary_f32_ref(float* out, int64_t ld_out, const float* in, int64_t ld, const float* cos, const float* sin,
+                    int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse);
 void add_f32_ref(float* out, const float* a, const float* b, int64_t n);
 void add_layernorm_f32_ref(float* out, float* sum, const float* a, const float* b, const float* weight,
                            const float* bias, int64_t rows, int64_t C, float eps);
@@ -244,6 +260,11 @@ void embedding_lookup_f32(float* out, const float* table, const int64_t* ids, in
 void embedding_lookup_f32_ref(float* out, const float* table, const int64_t* ids, int64_t n, int64_t C);
 // pe(pos, 2i) = sin(pos / 10000^(2i/C)), pe(pos, 2i+1) = cos(pos / 10000^(2i/C)), positions [start, start+T).
 void sinusoidal_positions_f32(float* out, int64_t start, int64_t T, int64_t C);
+// Hugging Face's RotaryEmbedding tables for n positions, in its float32 steps (so angles at long positions
+// round as they do there): e_i = f32(2i)/f32(R) ; inv_freq_i = 1/f32(theta^e_i) ; angle = f32(pos·inv_freq_i) ;
+// cos[p][i] = cos(angle), sin[p][i] = sin(angle), i < R/2 (HF's cos is cat(cos, cos) over the R dims).
+void rotary_cos_sin_f32(float* cos, float* sin, const int64_t* positions, int64_t n, int64_t rotary_dim,
+                        double theta);
 // out = in·keep/(1-p) with keep ~ Bernoulli(1-p) from a counter-based RNG: keep[i] depends only on
 // (seed, offset+i), so the result is independent of how rows are split across threads. mask may be null.
 void dropout_f32(float* out, uint8_t* mask, const float* in, int64_t n, float p, uint64_t seed, uint64_t offset);

@@ -1,6 +1,7 @@
-// Memory-bound kernels with one implementation each: embedding gather, positional table, dropout.
+// Memory-bound kernels with one implementation each: embedding gather, positional tables, dropout.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/kernels.hpp"
 
@@ -23,6 +24,27 @@ void sinusoidal_positions_f32(float* out, int64_t start, int64_t T, int64_t C) {
       const double angle = pos * std::exp(-std::log(10000.0) * static_cast<double>(i) / static_cast<double>(C));
       out[t * C + i] = static_cast<float>(std::sin(angle));
       if (i + 1 < C) out[t * C + i + 1] = static_cast<float>(std::cos(angle));
+    }
+  }
+}
+
+void rotary_cos_sin_f32(float* cos, float* sin, const int64_t* positions, int64_t n, int64_t rotary_dim,
+                        double theta) {
+  const int64_t half = rotary_dim / 2;
+  const float base = static_cast<float>(theta);
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    // inv_freq = 1.0 / (base ** (arange(0, R, 2).float() / R)), each step rounded to float32 as torch does
+    const float e = static_cast<float>(2 * i) / static_cast<float>(rotary_dim);
+    const float p = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(e)));
+    inv_freq[static_cast<size_t>(i)] = 1.f / p;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    const float pos = static_cast<float>(positions[t]);
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = pos * inv_freq[static_cast<size_t>(i)];  // freqs = inv_freq @ position_ids.float()
+      cos[t * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      sin[t * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
     }
   }
 }

@@ -130,9 +130,29 @@ void activation_f32_ref(float* out, const float* in, int64_t n, Act act) {
   for (int64_t i = 0; i < n; ++i) out[i] = act_scalar(in[i], act);
 }
 
-void gated_f32_ref(float* out, const float* in, int64_t rows, int64_t F, Act act) {
+void gated_f32_ref(float* out, const float* in, int64_t rows, int64_t F, Act act, Gate gate) {
+  const int64_t ia = gate == Gate::first ? 0 : F, ib = F - ia;  // offsets of the activated half and the other
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < F; ++i) out[r * F + i] = act_scalar(in[r * 2 * F + i], act) * in[r * 2 * F + F + i];
+    for (int64_t i = 0; i < F; ++i)
+      out[r * F + i] = act_scalar(in[r * 2 * F + ia + i], act) * in[r * 2 * F + ib + i];
+}
+
+void rotary_f32_ref(float* out, int64_t ld_out, const float* in, int64_t ld, const float* cos, const float* sin,
+                    int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse) {
+  const int64_t half = rotary_dim / 2;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* x = in + t * ld + h * head_dim;
+      float* y = out + t * ld_out + h * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const double c = cos[t * half + i], s = inverse ? -sin[t * half + i] : sin[t * half + i];
+        const double x1 = x[i], x2 = x[i + half];  // both read before y (which may alias x) is written
+        // y = x·cos + rotate_half(x)·sin, rotate_half(x) = [-x2 | x1]
+        y[i] = static_cast<float>(x1 * c - x2 * s);
+        y[i + half] = static_cast<float>(x2 * c + x1 * s);
+      }
+      for (int64_t i = rotary_dim; i < head_dim; ++i) y[i] = x[i];  // the pass-through dims
+    }
 }
 
 void add_f32_ref(float* out, const float* a, const float* b, int64_t n) {

@@ -57,8 +57,12 @@ void rmsnorm_backward(Tensor* dx, Tensor* dweight, const Tensor& dout, const Ten
 // ---- elementwise ----
 // x is the activation's INPUT (pre-activation).
 void activation_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act);
-// x (…, 2F) = [a | b] as given to gated_forward; *dx (…, 2F).
-void gated_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act);
+// x (…, 2F) = [x0 | x1] as given to gated_forward (same gate); *dx (…, 2F).
+void gated_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act,
+                    kernels::Gate gate = kernels::Gate::first);
+// forward (rotary_forward): y = R(θ)·x per head pair -> dx = R(θ)ᵀ·dout (the inverse rotation). cos/sin as given
+// to the forward; no gradient flows to them (they are functions of the positions).
+void rotary_backward(Tensor* dx, const Tensor& dout, const Tensor& cos, const Tensor& sin);
 // out = a + b: *da = *db = dout (shared handles, no copy; clone before writing into one of them).
 void add_backward(Tensor* da, Tensor* db, const Tensor& dout);
 // The mask dropout_forward drew for (p, seed) is regenerated, not stored: dx = dout·keep/(1-p).

@@ -88,7 +88,7 @@ Tensor activation_forward(const Tensor& x, Act act) {
   return out;
 }
 
-Tensor gated_forward(const Tensor& x, Act act) {
+Tensor gated_forward(const Tensor& x, Act act, kernels::Gate gate) {
   check_dtype(x, "gated input", DType::f32);
   ENCORE_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0, "gated input: expected an even last dimension [a | b], got ",
                x.shape_str());
@@ -99,7 +99,7 @@ Tensor gated_forward(const Tensor& x, Act act) {
   Tensor out = Tensor::empty(s);
   const auto& k = kernels::kernels();
   parallel_for(0, rows, row_grain(2 * F), [&](int64_t r0, int64_t r1) {
-    k.gated_f32(out.data<float>() + r0 * F, xc.data<float>() + r0 * 2 * F, r1 - r0, F, act);
+    k.gated_f32(out.data<float>() + r0 * F, xc.data<float>() + r0 * 2 * F, r1 - r0, F, act, gate);
   });
   return out;
 }

@@ -26,7 +26,7 @@ void activation_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act ac
   *dx = out;
 }
 
-void gated_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act) {
+void gated_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act, kernels::Gate gate) {
   check_dtype(x, "gated input", DType::f32);
   check_dtype(dout, "gated dout", DType::f32);
   ENCORE_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0, "gated input: expected an even last dimension [a | b], got ",
@@ -39,10 +39,10 @@ void gated_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act) {
   Tensor xc = x.contiguous(), gc = dout.contiguous();
   Tensor out = Tensor::empty(x.shape());
   const auto& bk = kernels::backward_kernels();
-  // forward: out = act(a)·b, x = [a | b]
+  // forward: out = act(a)·b, x = [a | b] (gate first) or [b | a] (gate second)
   parallel_for(0, rows, row_grain(2 * F), [&](int64_t r0, int64_t r1) {
     bk.gated_backward_f32(out.data<float>() + r0 * 2 * F, gc.data<float>() + r0 * F, xc.data<float>() + r0 * 2 * F,
-                          r1 - r0, F, act);
+                          r1 - r0, F, act, gate);
   });
   *dx = out;
 }

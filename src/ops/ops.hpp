@@ -31,8 +31,8 @@ Tensor rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor
 
 Tensor activation_forward(const Tensor& x, Act act);
 void activation_forward_(Tensor& x, Act act);  // in place
-// x (..., 2F) = [a | b] -> act(a)·b (..., F)
-Tensor gated_forward(const Tensor& x, Act act);
+// x (..., 2F) = [x0 | x1] -> act(x0)·x1 (Gate::first) or act(x1)·x0 (Gate::second), (..., F)
+Tensor gated_forward(const Tensor& x, Act act, kernels::Gate gate = kernels::Gate::first);
 // a + b, same shapes.
 Tensor add_forward(const Tensor& a, const Tensor& b);
 void add_forward_(Tensor& a, const Tensor& b);  // a += b
@@ -69,6 +69,15 @@ int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed);
+
+// Rotary position embedding (kernels::KernelTable::rotary_f32, Hugging Face's rotate_half convention).
+// x (..., T, H, D) float32; cos, sin (T, R/2) shared by every leading index, or (..., T, R/2) with x's leading
+// dims; R = 2·cos.size(-1) must be even and <= D (the first R dims of each head rotate, the rest pass through).
+// Returns y = x·cos + rotate_half(x)·sin per head, contiguous, x's shape.
+Tensor rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// The (..., R/2) cos and sin tables for int64 position_ids (...): Hugging Face's default RotaryEmbedding
+// (inv_freq = theta^(-2i/R), angles in float32 as there; see kernels::rotary_cos_sin_f32). Returns cos; *sin gets sin.
+Tensor rotary_cos_sin(const Tensor& position_ids, int64_t rotary_dim, double theta, Tensor* sin);
 
 // ids (any shape) int64 -> (..., C) rows of table (V, C); ids out of [0, V) throw naming the id.
 Tensor embedding_forward(const Tensor& ids, const Tensor& table, const char* name);

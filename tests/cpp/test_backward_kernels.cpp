@@ -112,12 +112,24 @@ TEST(BackwardKernels, GatedRefMatchesFiniteDifferences) {
       auto in = randn(rows * 2 * F, 21 + F, 2.f);
       off_kink(in);
       auto dout = randn(rows * F, 22 + F);
-      std::vector<float> din(rows * 2 * F);
-      gated_backward_f32_ref(din.data(), dout.data(), in.data(), rows, F, c.act);
       const DVec w = to_double(dout);
-      DVec fd = fd_grad([&](const DVec& x) { return bwdtest::dot(w, bwdtest::gated(x, rows, F, c.act)); },
-                        to_double(in));
-      EXPECT_LE(rel_err(din, fd), c.fd_tol) << act_name(c.act) << " F=" << F;
+      for (Gate gate : {Gate::first, Gate::second}) {
+        std::vector<float> din(rows * 2 * F);
+        gated_backward_f32_ref(din.data(), dout.data(), in.data(), rows, F, c.act, gate);
+        // Gate::second is Gate::first on each row's halves swapped: act(x1)·x0
+        auto forward = [&](const DVec& x) {
+          if (gate == Gate::first) return bwdtest::gated(x, rows, F, c.act);
+          DVec swapped(x.size());
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t i = 0; i < F; ++i) {
+              swapped[r * 2 * F + i] = x[r * 2 * F + F + i];
+              swapped[r * 2 * F + F + i] = x[r * 2 * F + i];
+            }
+          return bwdtest::gated(swapped, rows, F, c.act);
+        };
+        DVec fd = fd_grad([&](const DVec& x) { return bwdtest::dot(w, forward(x)); }, to_double(in));
+        EXPECT_LE(rel_err(din, fd), c.fd_tol) << act_name(c.act) << " F=" << F << " gate " << int(gate);
+      }
     }
 }
 
@@ -128,10 +140,13 @@ TEST(BackwardKernels, GatedFastMatchesRef) {
         const int64_t rows = 2;
         auto in = randn(rows * 2 * F, 300 + F, 2.f);
         auto dout = randn(rows * F, 400 + F);
-        std::vector<float> got(rows * 2 * F), want(rows * 2 * F);
-        t->gated_backward_f32(got.data(), dout.data(), in.data(), rows, F, act);
-        gated_backward_f32_ref(want.data(), dout.data(), in.data(), rows, F, act);
-        EXPECT_LE(max_scaled_err(got, want), 1e-5) << t->name << " " << act_name(act) << " F=" << F;
+        for (Gate gate : {Gate::first, Gate::second}) {
+          std::vector<float> got(rows * 2 * F), want(rows * 2 * F);
+          t->gated_backward_f32(got.data(), dout.data(), in.data(), rows, F, act, gate);
+          gated_backward_f32_ref(want.data(), dout.data(), in.data(), rows, F, act, gate);
+          EXPECT_LE(max_scaled_err(got, want), 1e-5) << t->name << " " << act_name(act) << " F=" << F << " gate "
+                                                     << int(gate);
+        }
       }
 }
 

@@ -597,3 +597,94 @@ TEST(BackwardOps, ShapeErrorsNameTheArgument) {
   ids.data<int64_t>()[1] = 7;
   expect_error_naming([&] { ops::embedding_backward(&dt, Tensor::zeros({2, 4}), ids); }, "embedding ids: index 7");
 }
+
+// ---------------------------------------------------------------- rotary embedding, gated (gate second)
+
+// rotary_forward/rotary_backward over (B, T, H, D) with shared (T, R/2) and per-sequence (B, T, R/2) tables,
+// against the kernel ref sequence by sequence. B·T is above the op's token grain, so the threads' token ranges
+// cross sequence boundaries (where a shared table restarts at position 0). Bitwise with 1 and 2 threads.
+TEST(BackwardOps, RotaryMatchesKernelRefPerSequence) {
+  const int64_t B = 3, T = 1100, H = 2, D = 6, R = 4, half = R / 2, row = H * D;
+  auto x = randn(B * T * row, 501), g = randn(B * T * row, 502);
+  std::vector<int64_t> pos(B * T);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) pos[b * T + t] = t + 3 * b;  // per sequence: offset positions
+  Tensor ids = Tensor::empty({B, T}, DType::i64);
+  std::memcpy(ids.data<int64_t>(), pos.data(), pos.size() * sizeof(int64_t));
+  Tensor sin_b;
+  Tensor cos_b = ops::rotary_cos_sin(ids, R, 10000.0, &sin_b);
+  ASSERT_EQ(cos_b.shape(), (Shape{B, T, half}));
+  Tensor sin_s;
+  Tensor cos_s = ops::rotary_cos_sin(ids.view({B * T}).slice(0, 0, T).contiguous(), R, 10000.0, &sin_s);  // seq 0
+  Tensor X = tensor({B, T, H, D}, x), G = tensor({B, T, H, D}, g);
+  for (bool shared : {true, false}) {
+    const Tensor& c = shared ? cos_s : cos_b;
+    const Tensor& s = shared ? sin_s : sin_b;
+    std::vector<float> want_y(x.size()), want_dx(x.size());
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t tab = shared ? 0 : b * T * half;
+      kernels::rotary_f32_ref(want_y.data() + b * T * row, row, x.data() + b * T * row, row, c.data<float>() + tab,
+                              s.data<float>() + tab, T, H, D, R, false);
+      kernels::rotary_f32_ref(want_dx.data() + b * T * row, row, g.data() + b * T * row, row, c.data<float>() + tab,
+                              s.data<float>() + tab, T, H, D, R, true);
+    }
+    std::vector<float> y1, y2, dx1, dx2;
+    for (int threads : {1, 2}) {
+      ThreadCount tc(threads);
+      Tensor y = ops::rotary_forward(X, c, s), dx;
+      ops::rotary_backward(&dx, G, c, s);
+      ASSERT_EQ(y.shape(), X.shape());
+      ASSERT_EQ(dx.shape(), X.shape());
+      (threads == 1 ? y1 : y2) = values(y);
+      (threads == 1 ? dx1 : dx2) = values(dx);
+    }
+    EXPECT_LE(bwdtest::max_scaled_err(y1, want_y), 1e-6) << (shared ? "shared" : "per-sequence");
+    EXPECT_LE(bwdtest::max_scaled_err(dx1, want_dx), 1e-6) << (shared ? "shared" : "per-sequence");
+    EXPECT_EQ(y1, y2);
+    EXPECT_EQ(dx1, dx2);
+  }
+}
+
+TEST(BackwardOps, RotaryAndGatedShapeErrorsNameTheArgument) {
+  Tensor x = Tensor::zeros({2, 5, 3, 8}), c = Tensor::zeros({5, 4}), ids = Tensor::zeros({5}, DType::i64);
+  expect_error_naming([&] { ops::rotary_forward(Tensor::zeros({5, 8}), c, c); }, "expected (..., T, heads, head_dim)");
+  expect_error_naming([&] { ops::rotary_forward(x, Tensor::zeros({5, 5}), Tensor::zeros({5, 5})); },
+                      "rotary_dim = 2·cos.size(-1) = 10 must be in [2, head_dim = 8]");
+  expect_error_naming([&] { ops::rotary_forward(x, Tensor::zeros({4, 4}), Tensor::zeros({4, 4})); }, "cos/sin: expected");
+  expect_error_naming([&] { ops::rotary_forward(x, Tensor::zeros({3, 5, 4}), Tensor::zeros({3, 5, 4})); },
+                      "cos/sin: expected");
+  expect_error_naming([&] { ops::rotary_forward(x, c, Tensor::zeros({5, 3})); }, "differ");
+  expect_error_naming([&] { ops::rotary_cos_sin(ids, 7, 10000.0, nullptr); }, "rotary_dim must be even");
+  expect_error_naming([&] { ops::rotary_cos_sin(ids, 8, 0.0, nullptr); }, "theta (rope base) must be positive");
+  Tensor bad = Tensor::zeros({1}, DType::i64);
+  bad.data<int64_t>()[0] = -1;
+  expect_error_naming([&] { ops::rotary_cos_sin(bad, 8, 10000.0, nullptr); }, "position -1 at index 0");
+  expect_error_naming([&] { ops::gated_forward(Tensor::zeros({2, 7}), Act::silu, kernels::Gate::second); },
+                      "expected an even last dimension");
+}
+
+// Gate::second through the op: act(x1)·x0, its gradient against finite differences of the swapped-halves forward.
+TEST(BackwardOps, GatedSecondHalfMatchesFiniteDifferences) {
+  const int64_t rows = 4, F = 7;
+  for (Act act : {Act::silu, Act::gelu_erf, Act::gelu_tanh}) {
+    auto in = randn(rows * 2 * F, 511, 2.f), gg = randn(rows * F, 512);
+    Tensor X = tensor({2, 2, 2 * F}, in);
+    Tensor y = ops::gated_forward(X, act, kernels::Gate::second), din;
+    ops::gated_backward(&din, tensor({2, 2, F}, gg), X, act, kernels::Gate::second);
+    auto swap = [&](const DVec& v) {
+      DVec s(v.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < F; ++i) {
+          s[r * 2 * F + i] = v[r * 2 * F + F + i];
+          s[r * 2 * F + F + i] = v[r * 2 * F + i];
+        }
+      return s;
+    };
+    const DVec yd = bwdtest::gated(swap(to_double(in)), rows, F, act);
+    EXPECT_LE(rel_err(values(y), yd), 1e-6) << kernels::act_name(act);
+    const DVec ggd = to_double(gg);
+    DVec fd = fd_grad([&](const DVec& v) { return bwdtest::dot(ggd, bwdtest::gated(swap(v), rows, F, act)); },
+                      to_double(in));
+    EXPECT_LE(rel_err(values(din), fd), 1e-5) << "gated second " << kernels::act_name(act);
+  }
+}

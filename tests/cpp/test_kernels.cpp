@@ -143,14 +143,90 @@ TEST(Kernels, ActivationsMatchRef) {
         t->activation_f32(got.data(), x.data(), n, c.act);
         activation_f32_ref(want.data(), x.data(), n, c.act);
         EXPECT_LE(max_scaled_err(got, want), c.tol) << t->name << " " << act_name(c.act) << " n=" << n;
-        // gated: rows of [a | b]
+        // gated: rows of [x0 | x1], the activation on either half
         const int64_t rows = 3;
         auto ab = randn(rows * 2 * n, 12 + n, 2.f);
-        std::vector<float> g1(rows * n), g2(rows * n);
-        t->gated_f32(g1.data(), ab.data(), rows, n, c.act);
-        gated_f32_ref(g2.data(), ab.data(), rows, n, c.act);
-        EXPECT_LE(max_scaled_err(g1, g2), std::max(c.tol, 1e-6) * 4) << t->name << " gated " << act_name(c.act);
+        for (Gate gate : {Gate::first, Gate::second}) {
+          std::vector<float> g1(rows * n), g2(rows * n);
+          t->gated_f32(g1.data(), ab.data(), rows, n, c.act, gate);
+          gated_f32_ref(g2.data(), ab.data(), rows, n, c.act, gate);
+          EXPECT_LE(max_scaled_err(g1, g2), std::max(c.tol, 1e-6) * 4)
+              << t->name << " gated " << act_name(c.act) << " gate " << (gate == Gate::first ? "first" : "second");
+        }
       }
+}
+
+// Rotary embedding: fast vs ref on odd half-widths (vector tails), partial rotary (pass-through dims), a row
+// stride wider than the heads (a view into packed QKV), in place, and the inverse rotation. Tolerance 1e-6
+// scaled (two products and a sum in float vs the double ref, |x| ~ 1).
+TEST(Kernels, RotaryMatchesRef) {
+  struct Case {
+    int64_t tokens, heads, head_dim, rotary_dim, pad;  // pad: extra floats per token row (ld = heads·head_dim + pad)
+  };
+  const Case cases[] = {{1, 1, 2, 2, 0},   {5, 3, 7 * 2, 14, 0}, {7, 2, 64, 64, 0},   {3, 4, 64, 32, 5},
+                        {9, 1, 66, 66, 0}, {4, 2, 128, 96, 3},   {2, 3, 34, 16, 0},   {6, 2, 200, 200, 7},
+                        {3, 1, 2002, 2002, 0}};
+  for (const KernelTable* t : distinct_tables(&KernelTable::rotary_f32, "rotary_f32"))
+    for (const Case& c : cases)
+      for (bool inverse : {false, true}) {
+        const int64_t half = c.rotary_dim / 2, ld = c.heads * c.head_dim + c.pad;
+        auto x = randn(c.tokens * ld, 31 + c.head_dim), cs = randn(c.tokens * half, 32), sn = randn(c.tokens * half, 33);
+        std::vector<float> got(x.size(), -7.f), want(x.size(), -7.f);
+        t->rotary_f32(got.data(), ld, x.data(), ld, cs.data(), sn.data(), c.tokens, c.heads, c.head_dim, c.rotary_dim,
+                      inverse);
+        rotary_f32_ref(want.data(), ld, x.data(), ld, cs.data(), sn.data(), c.tokens, c.heads, c.head_dim,
+                       c.rotary_dim, inverse);
+        const std::string what = std::string(t->name) + " D=" + std::to_string(c.head_dim) +
+                                 " R=" + std::to_string(c.rotary_dim) + (inverse ? " inverse" : "");
+        EXPECT_LE(max_scaled_err(got, want), 1e-6) << what;
+        for (int64_t r = 0; r < c.tokens; ++r)  // the padding between token rows is never written
+          for (int64_t p = c.heads * c.head_dim; p < ld; ++p) EXPECT_EQ(got[r * ld + p], -7.f) << what;
+        auto in_place = x;  // out may alias in
+        t->rotary_f32(in_place.data(), ld, in_place.data(), ld, cs.data(), sn.data(), c.tokens, c.heads, c.head_dim,
+                      c.rotary_dim, inverse);
+        for (int64_t r = 0; r < c.tokens; ++r)
+          for (int64_t p = 0; p < c.heads * c.head_dim; ++p)
+            EXPECT_EQ(in_place[r * ld + p], got[r * ld + p]) << what << " in place";
+      }
+}
+
+// The ref is HF's formula (x·cos + rotate_half(x)·sin on the first R dims, the rest unchanged) and its inverse is
+// its transpose (the backward): <g, R·x> = <Rᵀ·g, x> to 1e-6 relative, with real angles (cos² + sin² = 1).
+TEST(Kernels, RotaryRefIsHfFormulaAndInverseIsItsTranspose) {
+  const int64_t T = 5, H = 3, D = 10, R = 6, half = R / 2, ld = H * D;
+  std::vector<int64_t> pos = {0, 1, 2, 17, 300};
+  std::vector<float> cs(T * half), sn(T * half);
+  rotary_cos_sin_f32(cs.data(), sn.data(), pos.data(), T, R, 10000.0);
+  auto x = randn(T * ld, 41), g = randn(T * ld, 42);
+  std::vector<float> y(x.size()), gt(x.size());
+  rotary_f32_ref(y.data(), ld, x.data(), ld, cs.data(), sn.data(), T, H, D, R, false);
+  rotary_f32_ref(gt.data(), ld, g.data(), ld, cs.data(), sn.data(), T, H, D, R, true);
+  double lhs = 0, rhs = 0, scale = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < D; ++i) {
+        const int64_t k = t * ld + h * D + i;
+        double expected = x[k];  // HF: cat(-x2, x1) as rotate_half, cos/sin repeated over both halves
+        if (i < R) {
+          const int64_t j = i % half;
+          const double c = cs[t * half + j], s = sn[t * half + j];
+          const double rot = i < half ? -double(x[k + half]) : double(x[k - half]);
+          expected = x[k] * c + rot * s;
+        }
+        EXPECT_NEAR(y[k], expected, 1e-6) << "t=" << t << " h=" << h << " i=" << i;
+        lhs += double(g[k]) * y[k];
+        rhs += double(gt[k]) * x[k];
+        scale += std::abs(double(g[k]) * x[k]);
+      }
+  EXPECT_LE(std::abs(lhs - rhs), 1e-6 * scale);
+  // the angles: pos·theta^(-2i/R), to the float32 roundings of inv_freq and the angle (|err| <= 3e-7·|angle| + 1e-7)
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = double(pos[t]) * std::pow(10000.0, -2.0 * double(i) / double(R));
+      const double bound = std::abs(angle) * 3e-7 + 1e-7;
+      EXPECT_NEAR(cs[t * half + i], std::cos(angle), bound) << "pos " << pos[t] << " i " << i;
+      EXPECT_NEAR(sn[t * half + i], std::sin(angle), bound) << "pos " << pos[t] << " i " << i;
+    }
 }
 
 TEST(Kernels, AddMatchesRef) {

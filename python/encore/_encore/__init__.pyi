@@ -9,7 +9,8 @@ import typing
 from . import nn
 from . import optim
 from . import losses
-__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+from . import functional
+__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
     What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).

@@ -120,15 +120,44 @@ void activation_f32(float* out, const float* in, int64_t n, Act act) {
   for (; i < n; ++i) out[i] = act_scalar(in[i], act);
 }
 
-void gated_f32(float* out, const float* in, int64_t rows, int64_t F, Act act) {
+void gated_f32(float* out, const float* in, int64_t rows, int64_t F, Act act, Gate gate) {
+  const int64_t ia = gate == Gate::first ? 0 : F, ib = F - ia;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* a = in + r * 2 * F;
-    const float* b = a + F;
+    const float* a = in + r * 2 * F + ia;
+    const float* b = in + r * 2 * F + ib;
     float* y = out + r * F;
     // y = act(a)·b
     int64_t i = 0;
     for (; i + kWidth <= F; i += kWidth) store(y + i, mul(vact(load(a + i), act), load(b + i)));
     for (; i < F; ++i) y[i] = act_scalar(a[i], act) * b[i];
+  }
+}
+
+void rotary_f32(float* out, int64_t ld_out, const float* in, int64_t ld, const float* cos, const float* sin,
+                int64_t tokens, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool inverse) {
+  const int64_t half = rotary_dim / 2;
+  const float sign = inverse ? -1.f : 1.f;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* c = cos + t * half;
+    const float* s = sin + t * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* x = in + t * ld + h * head_dim;
+      float* y = out + t * ld_out + h * head_dim;
+      // y1 = x1·c - x2·s ; y2 = x2·c + x1·s  (s negated for the inverse rotation)
+      int64_t i = 0;
+      for (; i + kWidth <= half; i += kWidth) {
+        const Vec x1 = load(x + i), x2 = load(x + half + i), vc = load(c + i), vs = mul(load(s + i), set1(sign));
+        store(y + i, sub(mul(x1, vc), mul(x2, vs)));
+        store(y + half + i, fmadd(x1, vs, mul(x2, vc)));
+      }
+      for (; i < half; ++i) {
+        const float x1 = x[i], x2 = x[half + i], si = sign * s[i];
+        y[i] = x1 * c[i] - x2 * si;
+        y[half + i] = x2 * c[i] + x1 * si;
+      }
+      if (y != x)
+        for (i = rotary_dim; i < head_dim; ++i) y[i] = x[i];  // the pass-through dims
+    }
   }
 }
 
