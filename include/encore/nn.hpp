@@ -177,6 +177,9 @@ class Module {
   const std::string& name() const { return name_; }
 
  public:
+  // A parameter's gradient buffer for a backward to accumulate into: grad itself, allocated as zeros of param's
+  // shape when it is not one yet.
+  static Tensor& grad_of(Tensor& grad, const Tensor& param);
   // Every parameter below this module as prefix + its dotted name, with its gradient slot, in registration order.
   void collect_parameters(const std::string& prefix, std::vector<ParamRef>& out);
   // This module's direct children with their names, in registration order.
@@ -202,7 +205,6 @@ class Module {
     saved_.pop_back();
     return v;
   }
-  static Tensor& grad_of(Tensor& grad, const Tensor& param);  // zeros of param's shape on first use
   mutable std::vector<std::shared_ptr<void>> saved_;
   virtual void prepare_own(DType dtype) {}  // this module's own weights (children are visited by prepare_inference)
   virtual void drop_own() {}

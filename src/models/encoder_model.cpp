@@ -16,7 +16,7 @@ namespace encore::models {
 Tensor ClassificationHead::forward(const Tensor& x, Saved* sv) const {
   if (!sv) {  // inference: no dropout, activation fused into the dense GEMM
     Tensor h = dense ? ops::linear_forward(x, dense->weight, dense->bias, act) : x;
-    return out.apply(h);
+    return ops::linear_forward(h, out.weight, out.bias);
   }
   sv->x = x;
   sv->seed_in = nn::detail::next_seed();
@@ -25,22 +25,22 @@ Tensor ClassificationHead::forward(const Tensor& x, Saved* sv) const {
   if (dense) h = ops::linear_forward_train(&sv->pre, h, dense->weight, dense->bias, act);
   sv->seed_hidden = nn::detail::next_seed();
   sv->hidden = ops::dropout_forward(h, dropout_hidden, true, sv->seed_hidden);
-  return out.apply(sv->hidden);
+  return ops::linear_forward(sv->hidden, out.weight, out.bias);
 }
 
 Tensor ClassificationHead::backward(const Saved& sv, const Tensor& dlogits) {
   // in the forward pass this was:  logits = dropout_hidden(act(dense(dropout_in(x))))·Wᵀ + b
-  Tensor dh = out.backward(dlogits, sv.hidden);
+  Tensor dh = nn::detail::linear_backward(out, dlogits, sv.hidden);
   ops::dropout_backward(&dh, dh, dropout_hidden, true, sv.seed_hidden);
-  if (dense) dh = dense->backward(dh, sv.dropped_x, sv.pre, act);
+  if (dense) dh = nn::detail::linear_backward(*dense, dh, sv.dropped_x, sv.pre, act);
   Tensor dx;
   ops::dropout_backward(&dx, dh, dropout_in, true, sv.seed_in);
   return dx;
 }
 
 void ClassificationHead::members(nn::Members& m, const std::string& prefix) {
-  if (dense) dense->members(m, prefix + dense_name);
-  out.members(m, prefix + out_name);
+  if (dense) m.child(prefix + dense_name, *dense);
+  m.child(prefix + out_name, out);
 }
 
 ClassificationHead head_layout(ClassificationHead::Input input, const std::string& dense_name,
@@ -52,7 +52,7 @@ ClassificationHead head_layout(ClassificationHead::Input input, const std::strin
   h.dropout_hidden = dropout_hidden;
   h.dense_name = dense_name;
   h.out_name = out_name;
-  if (!dense_name.empty()) h.dense = LinearWeights();
+  if (!dense_name.empty()) h.dense = nn::Linear();
   return h;
 }
 
@@ -129,11 +129,11 @@ std::vector<const nn::TransformerEncoderLayer*> StackedEncoder::layer_order() co
 
 void StackedEncoder::members(nn::Members& m) {
   m.child("embeddings", embeddings);
-  if (project) project->members(m, project_name);
+  if (project) m.child(project_name, *project);
   for (size_t i = 0; i < layers.size(); ++i)  // "encoder.layer.3." names child "encoder.layer.3"
     m.child(layer_prefixes[i].substr(0, layer_prefixes[i].size() - 1), layers[i]);
   extra_members(m);
-  if (pooler) pooler->members(m, pooler_name);
+  if (pooler) m.child(pooler_name, *pooler);
   if (head) head->members(m, "");
 }
 
@@ -204,15 +204,17 @@ void StackedEncoder::add_sequence_classifier(int64_t num_labels, uint64_t seed) 
   const int64_t H = info.hidden_size;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.f, 0.02f);
-  auto init = [&](LinearWeights& l, int64_t out) {
+  auto init = [&](nn::Linear& l, int64_t out) {
     l.weight = Tensor::empty({out, H});
     l.bias = Tensor::zeros({out});
+    l.in_features = H;
+    l.out_features = out;
     l.dweight = l.dbias = Tensor();
     for (int64_t i = 0; i < out * H; ++i) l.weight.data<float>()[i] = normal(rng);
   };
   init(c.out, num_labels);
   if (c.dense) init(*c.dense, H);
-  head = c;
+  head = std::move(c);
   info.head = "sequence_classification";
   info.num_labels = num_labels;
 }
@@ -247,7 +249,7 @@ ModelOutput StackedEncoder::forward(const Tensor& ids, const Tensor& mask, const
   Tensor x = embeddings.forward(ids, positions, types);
   if (project) {
     if (sv) sv->project_in = x;
-    x = project->apply(x);
+    x = ops::linear_forward(x, project->weight, project->bias);
   }
   const Tensor bias = attention_bias(B, T);
   const Tensor kpm = key_padding_from_attention_mask(mask, B, T);
@@ -316,12 +318,12 @@ void StackedEncoder::backward(const Tensor& d_last, const Tensor& d_pooler, cons
   if (dpool.defined()) {
     ENCORE_CHECK(pooler, "backward: d_pooler given but the model has no pooler");
     // in the forward pass this was:  pooler_output = tanh(last_hidden[:, 0]·Wᵀ + b)
-    add_to_first_token(pooler->backward(dpool, sv->pooler_in, sv->pooler_pre, kernels::Act::tanh));
+    add_to_first_token(nn::detail::linear_backward(*pooler, dpool, sv->pooler_in, sv->pooler_pre, kernels::Act::tanh));
   }
   Tensor dbias;
   Tensor d = nn::detail::layer_stack_backward(sv->layers, layer_order(), dlast, sv->layers.mask.defined() ? &dbias : nullptr);
   if (dbias.defined()) attention_bias_backward(dbias);
-  if (project) d = project->backward(d, sv->project_in);
+  if (project) d = nn::detail::linear_backward(*project, d, sv->project_in);
   embeddings.backward(d);
 }
 

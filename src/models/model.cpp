@@ -372,10 +372,7 @@ Tensor TokenEmbeddings::forward(const Tensor& ids, const Tensor& position_ids, c
   return ops::dropout_forward(y, dropout, true, sv->seed);
 }
 
-Tensor* grad_buffer(Tensor& g, const Tensor& p) {
-  if (!g.defined() || g.shape() != p.shape()) g = Tensor::zeros(p.shape());
-  return &g;
-}
+Tensor* grad_buffer(Tensor& g, const Tensor& p) { return &nn::Module::grad_of(g, p); }
 
 void TokenEmbeddings::backward(const Tensor& dout) {
   auto sv = pop_saved<TokenEmbeddingsSaved>("embeddings");
@@ -386,11 +383,6 @@ void TokenEmbeddings::backward(const Tensor& dout) {
   word_embeddings.backward(dsum);
   position_embeddings.backward(dsum);
   if (token_type_embeddings) token_type_embeddings->backward(dsum);
-}
-
-void LinearWeights::members(nn::Members& m, const std::string& name) {
-  m.parameter(name + ".weight", weight, dweight);
-  m.parameter(name + ".bias", bias, dbias);
 }
 
 void EncoderModel::materialize() {
@@ -459,19 +451,12 @@ bool architecture_ends_with(const HfConfig& cfg, const std::string& suffix) {
   return false;
 }
 
-Tensor LinearWeights::apply(const Tensor& x) const { return ops::linear_forward(x, weight, bias); }
-
-Tensor LinearWeights::backward(const Tensor& dout, const Tensor& x, const Tensor& pre, kernels::Act act) {
-  Tensor dx;
-  ops::linear_backward(&dx, grad_buffer(dweight, weight), bias.defined() ? grad_buffer(dbias, bias) : nullptr,
-                       dout.contiguous(), pre, x, weight, act);
-  return dx;
-}
-
-LinearWeights take_linear(Weights& w, const std::string& name, int64_t out, int64_t in) {
-  LinearWeights l;
+nn::Linear take_linear(Weights& w, const std::string& name, int64_t out, int64_t in) {
+  nn::Linear l;
   l.weight = w.take(name + ".weight", {out, in});
   l.bias = w.take(name + ".bias", {out});
+  l.in_features = in;
+  l.out_features = out;
   return l;
 }
 

@@ -199,17 +199,6 @@ bool architecture_ends_with(const HfConfig& cfg, const std::string& suffix);
 // The gradient buffer of parameter p: g itself, (re)allocated as zeros of p's shape when it is not one yet.
 Tensor* grad_buffer(Tensor& g, const Tensor& p);
 
-// A Linear layer's weights as Hugging Face stores them ((out, in) and (out)).
-struct LinearWeights {
-  Tensor weight, bias, dweight, dbias;
-  Tensor apply(const Tensor& x) const;  // x·weightᵀ + bias
-  // forward: out = act(pre), pre = x·weightᵀ + bias (pre unused when act is none). Returns dx; accumulates
-  // dweight, dbias.
-  Tensor backward(const Tensor& dout, const Tensor& x, const Tensor& pre = Tensor(),
-                  kernels::Act act = kernels::Act::none);
-  void members(nn::Members& m, const std::string& name);  // name.weight, name.bias
-};
-
 // Sequence- or token-classification head: logits = out(dropout_hidden(act(dense(dropout_in(x))))), dense optional.
 //   BERT, ALBERT:            dropout -> classifier                                    (pooled output or every token)
 //   RoBERTa, ELECTRA, MPNet: dropout -> dense -> tanh|gelu -> dropout -> out_proj     (first token)
@@ -218,8 +207,8 @@ struct LinearWeights {
 struct ClassificationHead {
   enum class Input { pooled, first_token, every_token };
   Input input = Input::pooled;
-  std::optional<LinearWeights> dense;
-  LinearWeights out;
+  std::optional<nn::Linear> dense;
+  nn::Linear out;
   kernels::Act act = kernels::Act::none;
   double dropout_in = 0.0, dropout_hidden = 0.0;  // training only
   bool input_dropout_site = true;                 // false: no dropout before the head (DistilBERT)
@@ -243,13 +232,13 @@ struct ClassificationHead {
 class StackedEncoder : public EncoderModel {
  public:
   TokenEmbeddings embeddings;                   // "embeddings."
-  std::optional<LinearWeights> project;         // ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in
+  std::optional<nn::Linear> project;            // ELECTRA's embeddings_project, ALBERT's embedding_hidden_mapping_in
   std::string project_name;
   std::vector<nn::TransformerEncoderLayer> layers;  // each distinct layer once
   std::vector<std::string> layer_prefixes;          // layer i's module prefix, e.g. "encoder.layer.3."
   LayerNames layer_names;                           // its parts' checkpoint names under that prefix
   std::vector<size_t> run_order;                    // indices into layers; empty = each once, in order
-  std::optional<LinearWeights> pooler;
+  std::optional<nn::Linear> pooler;
   std::string pooler_name = "pooler.dense";
   std::optional<ClassificationHead> head;
   // What add_sequence_classifier builds (names, input, activation, dropout of the family's
@@ -307,7 +296,8 @@ ClassificationHead head_layout(ClassificationHead::Input input, const std::strin
 ClassificationHead take_head(Weights& w, const ClassificationHead& layout, int64_t num_labels, int64_t hidden);
 // classifier_dropout when set in config.json, else hidden_dropout_prob (BERT, RoBERTa, ELECTRA).
 double classifier_dropout(const HfConfig& cfg);
-LinearWeights take_linear(Weights& w, const std::string& name, int64_t out, int64_t in);
+// name.weight (out, in) and name.bias (out) as an nn::Linear sharing their storage.
+nn::Linear take_linear(Weights& w, const std::string& name, int64_t out, int64_t in);
 // Fills info.head / num_labels / id2label from config.json.
 void read_labels(const HfConfig& cfg, ModelInfo& info);
 

@@ -28,28 +28,18 @@ Tensor ffn_forward_train(FfnSaved& sv, const Tensor& x, const Linear& linear1, c
 
 Tensor ffn_backward(const FfnSaved& sv, const Tensor& dout, Linear& linear1, Linear& linear2, Activation activation,
                     double p_hidden, double p_out) {
-  auto grad = [](Tensor& g, const Tensor& p) -> Tensor* {  // the module's gradient buffer, zeros on first use
-    if (!g.defined() || g.shape() != p.shape()) g = Tensor::zeros(p.shape());
-    return &g;
-  };
   const kernels::Act act = pointwise_act(activation);
   // in the forward pass this was:  out = dropout_out(hidden·W2ᵀ + b2)
-  Tensor dlin2, dhidden, dpre, din;
+  Tensor dlin2, dhidden, dpre;
   ops::dropout_backward(&dlin2, dout, p_out, true, sv.seed_out);
-  ops::linear_backward(&dhidden, grad(linear2.dweight, linear2.weight),
-                       linear2.bias.defined() ? grad(linear2.dbias, linear2.bias) : nullptr, dlin2, Tensor(), sv.hidden,
-                       linear2.weight);
+  dhidden = linear_backward(linear2, dlin2, sv.hidden);
   // in the forward pass this was:  hidden = dropout_hidden(act(in·W1ᵀ + b1))  (gated: act(a)·b)
   ops::dropout_backward(&dhidden, dhidden, p_hidden, true, sv.seed_hidden);
-  Tensor* dw1 = grad(linear1.dweight, linear1.weight);
-  Tensor* db1 = linear1.bias.defined() ? grad(linear1.dbias, linear1.bias) : nullptr;
   if (is_gated(activation)) {
     ops::gated_backward(&dpre, dhidden, sv.pre, act);
-    ops::linear_backward(&din, dw1, db1, dpre, Tensor(), sv.in, linear1.weight);
-  } else {
-    ops::linear_backward(&din, dw1, db1, dhidden, sv.pre, sv.in, linear1.weight, act);
+    return linear_backward(linear1, dpre, sv.in);
   }
-  return din;
+  return linear_backward(linear1, dhidden, sv.in, sv.pre, act);
 }
 
 }  // namespace detail

@@ -454,6 +454,14 @@ Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act ac
   return ops::linear_forward(x, lin.weight, lin.bias, act);
 }
 
+Tensor linear_backward(Linear& lin, const Tensor& dout, const Tensor& x, const Tensor& pre, kernels::Act act) {
+  Tensor dx;
+  Tensor* db = lin.bias.defined() ? &Module::grad_of(lin.dbias, lin.bias) : nullptr;
+  ops::linear_backward(&dx, &Module::grad_of(lin.dweight, lin.weight), db, dout.contiguous(), pre, x, lin.weight,
+                       act);
+  return dx;
+}
+
 kernels::Precision precision_of(DType dtype) {
   if (dtype == DType::f32) return kernels::Precision::f32;
   if (dtype == DType::bf16) return kernels::Precision::bf16;
