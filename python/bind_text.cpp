@@ -1,5 +1,6 @@
 // Bindings for the text-level APIs: encore.Tokenizer (Hugging Face tokenizers' Encoding shape, character
 // offsets) and encore.SentenceEncoder (sentence-transformers' encode()).
+#include <algorithm>
 #include <sstream>
 
 #include "encore/cross_encoder.hpp"
@@ -13,6 +14,10 @@ namespace {
 
 // Byte offsets -> character offsets, per member of a pair (offsets index each sequence's own text).
 void to_char_offsets(encore::Encoding& e, std::string_view first, std::string_view second) {
+  if (std::find(e.sequence_ids.begin(), e.sequence_ids.end(), 1) == e.sequence_ids.end()) {  // no pair member
+    e.offsets = encore::Tokenizer::char_offsets(first, e.offsets);
+    return;
+  }
   std::vector<std::pair<int64_t, int64_t>> a, b;
   for (size_t i = 0; i < e.size(); ++i) (e.sequence_ids.size() > i && e.sequence_ids[i] == 1 ? b : a).push_back(e.offsets[i]);
   a = encore::Tokenizer::char_offsets(first, a);

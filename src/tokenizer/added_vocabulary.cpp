@@ -64,6 +64,10 @@ std::vector<std::pair<Offsets, size_t>> AddedVocabulary::find_matches(std::strin
   size_t start_offset = 0;
   size_t i = 0;
   while (i < s.size()) {
+    if (!set.trie.can_start(static_cast<uint8_t>(s[i]))) {  // also skips continuation bytes: no key starts so
+      ++i;
+      continue;
+    }
     // leftmost-longest: the longest key starting at the first position where any key starts
     size_t best_end = 0;
     uint32_t best_key = 0;

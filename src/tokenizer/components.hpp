@@ -73,8 +73,8 @@ class PreTokenizer {
 class Model {
  public:
   virtual ~Model() = default;
-  // Tokens of one pre-tokenized word; offsets are bytes of `word`.
-  virtual std::vector<Token> tokenize(std::string_view word) const = 0;
+  // Appends the tokens of one pre-tokenized word to `out`; their offsets are bytes of `word`.
+  virtual void tokenize(std::string_view word, std::vector<Token>& out) const = 0;
   virtual std::optional<int64_t> token_to_id(std::string_view token) const = 0;
   virtual std::optional<std::string> id_to_token(int64_t id) const = 0;
   virtual int64_t vocab_size() const = 0;
@@ -124,6 +124,10 @@ void byte_level_map(NormalizedString& s);
 
 // Appends e's tokens (every per-token field) after out's; e is moved from.
 void append_encoding(Encoding& out, Encoding&& e);
+// Capacity for n tokens in every per-token field.
+void reserve_tokens(Encoding& e, size_t n);
+// The encodings' tokens one after the other.
+Encoding concatenate(std::vector<Encoding>&& encs);
 
 // Trims the whitespace (or byte-level space 'Ġ') a token's offsets cover (ByteLevel/Roberta processors), by
 // whole chars of `text`, as the Python library does (it trims offsets already converted to chars).

@@ -1,36 +1,48 @@
 // WordPiece and WordLevel models, and make_model (which dispatches to BPE and Unigram too).
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
 #include "tokenizer/components.hpp"
 #include "tokenizer/json_util.hpp"
 #include "tokenizer/models.hpp"
+#include "tokenizer/trie.hpp"
 
 namespace encore::tok {
 
 Vocab read_vocab(const json& j, const std::string& path) {
   if (!j.is_object()) throw Error(path + ": expected an object of token -> id, got " + json_kind(j));
   Vocab v;
-  v.to_id.reserve(j.size());
   for (auto it = j.begin(); it != j.end(); ++it) {
     const int64_t id = as_int(it.value(), path + "[\"" + it.key() + "\"]");
     if (id < 0) throw Error(path + "[\"" + it.key() + "\"]: negative id " + std::to_string(id));
-    v.to_id[it.key()] = id;
+    v.to_id.assign(it.key(), id);
     v.to_token[id] = it.key();
   }
+  v.index_ids();
   return v;
 }
 
-std::optional<int64_t> Vocab::find(std::string_view token) const {
-  auto it = to_id.find(token);
-  if (it == to_id.end()) return std::nullopt;
-  return it->second;
-}
+std::optional<int64_t> Vocab::find(std::string_view token) const { return to_id.find(token); }
 
 std::optional<std::string> Vocab::token(int64_t id) const {
+  if (const std::string* t = token_ref(id)) return *t;
+  return std::nullopt;
+}
+
+const std::string* Vocab::token_ref(int64_t id) const {
+  if (!by_id.empty()) return id >= 0 && static_cast<size_t>(id) < by_id.size() ? by_id[static_cast<size_t>(id)] : nullptr;
   auto it = to_token.find(id);
-  if (it == to_token.end()) return std::nullopt;
-  return it->second;
+  return it == to_token.end() ? nullptr : &it->second;
+}
+
+void Vocab::index_ids() {
+  by_id.clear();
+  int64_t max_id = -1;
+  for (const auto& [id, token] : to_token) max_id = std::max(max_id, id);
+  if (max_id < 0 || static_cast<size_t>(max_id) >= 2 * to_token.size() + 1024) return;  // sparse: the map serves
+  by_id.assign(static_cast<size_t>(max_id) + 1, nullptr);
+  for (const auto& [id, token] : to_token) by_id[static_cast<size_t>(id)] = &token;
 }
 
 namespace {
@@ -41,40 +53,37 @@ class WordPiece final : public Model {
  public:
   WordPiece(Vocab vocab, std::string unk, std::string prefix, size_t max_chars)
       : vocab_(std::move(vocab)), unk_(std::move(unk)), prefix_(std::move(prefix)), max_chars_(max_chars) {
-    for (const auto& [tok, id] : vocab_.to_id) max_token_bytes_ = std::max(max_token_bytes_, tok.size());
+    std::vector<std::string> keys;
+    keys.reserve(vocab_.to_id.size());
+    vocab_.to_id.for_each([&](std::string_view token, int64_t id) {
+      keys.emplace_back(token);
+      ids_.push_back(id);
+    });
+    trie_ = ByteTrie(keys);
+    continuation_ = trie_.walk(prefix_);
   }
 
-  std::vector<Token> tokenize(std::string_view word) const override {
-    if (count_chars(word) > max_chars_) return {unk_token(word.size())};
-    std::vector<Token> out;
-    std::string key;
-    size_t start = 0;
-    while (start < word.size()) {
-      // the longest vocab entry is max_token_bytes_: no need to try longer substrings
-      const size_t room = start > 0 ? (max_token_bytes_ > prefix_.size() ? max_token_bytes_ - prefix_.size() : 0)
-                                    : max_token_bytes_;
-      size_t end = word.size();
-      if (end - start > room) {
-        end = start + room;
-        while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) --end;  // char boundary
+  // The longest vocab entry that is a prefix of word[start..] (behind the continuation prefix after the first
+  // piece), i.e. what probing ever shorter substrings would find first: entries are whole UTF-8 chars, so it
+  // ends on a char boundary.
+  void tokenize(std::string_view word, std::vector<Token>& out) const override {
+    if (count_chars(word) > max_chars_) {
+      out.push_back(unk_token(word.size()));
+      return;
+    }
+    const size_t first = out.size();
+    for (size_t start = 0; start < word.size();) {
+      const auto [end, key] = trie_.longest(word, start, start == 0 ? ByteTrie::kRoot : continuation_);
+      if (key < 0) {
+        out.resize(first);
+        out.push_back(unk_token(word.size()));
+        return;
       }
-      bool found = false;
-      while (start < end) {
-        key.clear();
-        if (start > 0) key = prefix_;
-        key.append(word.substr(start, end - start));
-        if (auto id = vocab_.find(key)) {
-          out.push_back(Token{*id, key, {start, end}});
-          found = true;
-          break;
-        }
-        do --end;  // drop the last char
-        while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80);
-      }
-      if (!found) return {unk_token(word.size())};
+      std::string value = start == 0 ? std::string() : prefix_;
+      value.append(word.substr(start, end - start));
+      out.push_back(Token{ids_[static_cast<size_t>(key)], std::move(value), {start, end}});
       start = end;
     }
-    return out;
   }
 
   std::optional<int64_t> token_to_id(std::string_view t) const override { return vocab_.find(t); }
@@ -86,7 +95,9 @@ class WordPiece final : public Model {
   Vocab vocab_;
   std::string unk_, prefix_;
   size_t max_chars_;
-  size_t max_token_bytes_ = 0;
+  ByteTrie trie_;                                // every vocab entry; value: index into ids_
+  std::vector<int64_t> ids_;
+  uint32_t continuation_ = ByteTrie::kNone;      // the node after prefix_
 
   Token unk_token(size_t len) const {
     auto id = vocab_.find(unk_);
@@ -98,9 +109,15 @@ class WordPiece final : public Model {
 class WordLevel final : public Model {
  public:
   WordLevel(Vocab vocab, std::string unk) : vocab_(std::move(vocab)), unk_(std::move(unk)) {}
-  std::vector<Token> tokenize(std::string_view word) const override {
-    if (auto id = vocab_.find(word)) return {Token{*id, std::string(word), {0, word.size()}}};
-    if (auto id = vocab_.find(unk_)) return {Token{*id, unk_, {0, word.size()}}};
+  void tokenize(std::string_view word, std::vector<Token>& out) const override {
+    if (auto id = vocab_.find(word)) {
+      out.push_back(Token{*id, std::string(word), {0, word.size()}});
+      return;
+    }
+    if (auto id = vocab_.find(unk_)) {
+      out.push_back(Token{*id, unk_, {0, word.size()}});
+      return;
+    }
     throw Error("WordLevel: \"" + std::string(word) + "\" is not in the vocabulary and the unk_token \"" + unk_ +
                 "\" is not either");
   }
@@ -120,9 +137,10 @@ std::unique_ptr<Model> make_wordpiece(std::vector<std::string> vocab, std::strin
                                       std::string continuing_subword_prefix, size_t max_input_chars_per_word) {
   Vocab v;
   for (size_t i = 0; i < vocab.size(); ++i) {
-    v.to_id[vocab[i]] = static_cast<int64_t>(i);  // a repeated line keeps its last id, as HF's vocab.txt reader
+    v.to_id.assign(vocab[i], static_cast<int64_t>(i));  // a repeated line keeps its last id, as HF's vocab.txt reader
     v.to_token[static_cast<int64_t>(i)] = vocab[i];
   }
+  v.index_ids();
   return std::make_unique<WordPiece>(std::move(v), std::move(unk_token), std::move(continuing_subword_prefix),
                                      max_input_chars_per_word);
 }

@@ -6,8 +6,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "tokenizer/components.hpp"
+#include "tokenizer/token_index.hpp"
 
 namespace encore::tok {
 
@@ -19,11 +21,23 @@ struct StringHash {
 template <class V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
+// Move-only: by_id points into to_token's nodes, which a move keeps and a copy would not.
 struct Vocab {
-  StringMap<int64_t> to_id;
+  TokenIndex to_id;
   std::unordered_map<int64_t, std::string> to_token;
+  std::vector<const std::string*> by_id;  // to_token as an array when the ids are dense (index_ids), else empty
+
+  Vocab() = default;
+  Vocab(Vocab&&) = default;
+  Vocab& operator=(Vocab&&) = default;
+  Vocab(const Vocab&) = delete;
+  Vocab& operator=(const Vocab&) = delete;
+
   std::optional<int64_t> find(std::string_view token) const;
   std::optional<std::string> token(int64_t id) const;
+  const std::string* token_ref(int64_t id) const;  // nullptr: no such id
+  // Fills by_id once to_token is complete, if the largest id is below 2 x the number of ids + 1024.
+  void index_ids();
 };
 
 // {"token": id, ...}

@@ -9,13 +9,24 @@ namespace encore::tok {
 
 // --- patterns ------------------------------------------------------------------------------------------
 
+CharPredicatePattern::CharPredicatePattern(std::function<bool(char32_t)> pred) : pred_(std::move(pred)) {
+  for (char32_t c = 0; c < 0x80; ++c) ascii_[c] = pred_(c);
+}
+
 std::vector<Match> CharPredicatePattern::find_matches(std::string_view s) const {
   if (s.empty()) return {{{0, 0}, false}};
   std::vector<Match> out;
   size_t last = 0, len = 0;
   for (size_t i = 0; i < s.size(); i += len) {
-    const char32_t c = decode_utf8(s, i, &len);
-    if (pred_(c)) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    bool hit;
+    if (b < 0x80) {
+      len = 1;
+      hit = ascii_[b];
+    } else {
+      hit = pred_(decode_utf8(s, i, &len));
+    }
+    if (hit) {
       if (last < i) out.push_back({{last, i}, false});
       out.push_back({{i, i + len}, true});
       last = i + len;
@@ -57,7 +68,30 @@ std::vector<Match> InvertPattern::find_matches(std::string_view s) const {
 
 // --- NormalizedString ----------------------------------------------------------------------------------
 
-NormalizedString::NormalizedString(std::string_view input) {
+namespace {
+
+bool is_continuation(char ch) { return (static_cast<unsigned char>(ch) & 0xC0) == 0x80; }
+
+// Whether a[0, bytes.size()) are the alignments of chars left at their positions from original byte `base`.
+bool implied_by_positions(const Alignment* a, std::string_view bytes, size_t base) {
+  size_t len = 0;
+  for (size_t i = 0; i < bytes.size(); i += len) {
+    decode_utf8(bytes, i, &len);
+    const Alignment want{base + i, base + i + len};
+    for (size_t k = i; k < i + len; ++k)
+      if (!(a[k] == want)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+NormalizedString::NormalizedString(std::string_view input) : orig_begin_(0), orig_end_(input.size()) {
+  if (is_valid_utf8(input)) {  // every char at its own position
+    normalized_.assign(input);
+    return;
+  }
+  positional_ = false;
   normalized_.reserve(input.size());
   alignments_.reserve(input.size());
   bool valid = true;
@@ -72,17 +106,35 @@ NormalizedString::NormalizedString(std::string_view input) {
     for (size_t k = 0; k < bytes; ++k) alignments_.push_back({i, i + n});
     i += n;
   }
-  orig_begin_ = 0;
-  orig_end_ = input.size();
+}
+
+Alignment NormalizedString::alignment(size_t k) const {
+  if (!positional_) return alignments_[k];
+  size_t b = k, e = k + 1;
+  while (b > 0 && is_continuation(normalized_[b])) --b;
+  while (e < normalized_.size() && is_continuation(normalized_[e])) ++e;
+  return {orig_begin_ + b, orig_begin_ + e};
+}
+
+void NormalizedString::materialize() {
+  if (!positional_) return;
+  alignments_.resize(normalized_.size());
+  size_t len = 0;
+  for (size_t i = 0; i < normalized_.size(); i += len) {
+    decode_utf8(normalized_, i, &len);
+    std::fill_n(alignments_.begin() + static_cast<std::ptrdiff_t>(i), len,
+                Alignment{orig_begin_ + i, orig_begin_ + i + len});
+  }
+  positional_ = false;
 }
 
 std::optional<Offsets> NormalizedString::to_original(Offsets r) const {
-  if (r.first > r.second || r.second > alignments_.size()) return std::nullopt;
+  if (r.first > r.second || r.second > normalized_.size()) return std::nullopt;
   if (r.first == r.second) {
-    const size_t at = r.first < alignments_.size() ? alignments_[r.first].begin : orig_end_;
+    const size_t at = r.first < normalized_.size() ? alignment(r.first).begin : orig_end_;
     return Offsets{at, at};
   }
-  return Offsets{alignments_[r.first].begin, alignments_[r.second - 1].end};
+  return Offsets{alignment(r.first).begin, alignment(r.second - 1).end};
 }
 
 NormalizedString NormalizedString::slice(Offsets r) const {
@@ -90,17 +142,24 @@ NormalizedString NormalizedString::slice(Offsets r) const {
   r.second = std::min(r.second, normalized_.size());
   r.first = std::min(r.first, r.second);
   out.normalized_.assign(normalized_, r.first, r.second - r.first);
-  out.alignments_.assign(alignments_.begin() + static_cast<std::ptrdiff_t>(r.first),
-                         alignments_.begin() + static_cast<std::ptrdiff_t>(r.second));
   const Offsets o = *to_original(r);
   out.orig_begin_ = o.first;
   out.orig_end_ = o.second;
+  const auto on_boundary = [&](size_t k) { return k == normalized_.size() || !is_continuation(normalized_[k]); };
+  if (positional_ ? on_boundary(r.first) && on_boundary(r.second)
+                  : implied_by_positions(alignments_.data() + r.first, out.normalized_, o.first))
+    return out;  // the piece's chars sit at their original positions too: nothing to store
+  out.positional_ = false;
+  out.alignments_.resize(r.second - r.first);
+  for (size_t k = r.first; k < r.second; ++k) out.alignments_[k - r.first] = alignment(k);
   return out;
 }
 
 void NormalizedString::transform_range(Offsets range, const std::vector<Change>& dest, size_t initial_offset) {
   const size_t rb = std::min(range.first, normalized_.size());
   const size_t re = std::min(std::max(range.second, rb), normalized_.size());
+  if (initial_offset == 0 && rewrite_in_place(rb, re, dest)) return;
+  materialize();
   // the chars being replaced, consumed in order as `dest` says
   size_t cursor = rb;  // byte position in the old string of the next replaced char
   auto consume = [&](size_t n_chars) {
@@ -130,10 +189,37 @@ void NormalizedString::transform_range(Offsets range, const std::vector<Change>&
     append_utf8(out, c);
     out_align.insert(out_align.end(), out.size() - before, align);
   }
+  if (rb == 0 && re == normalized_.size()) {
+    normalized_ = std::move(out);
+    alignments_ = std::move(out_align);
+    return;
+  }
   normalized_.replace(rb, re - rb, out);
   alignments_.erase(alignments_.begin() + static_cast<std::ptrdiff_t>(rb),
                     alignments_.begin() + static_cast<std::ptrdiff_t>(re));
   alignments_.insert(alignments_.begin() + static_cast<std::ptrdiff_t>(rb), out_align.begin(), out_align.end());
+}
+
+// Every char of normalized_[rb, re) replaced by one char of the same byte length (change 0): each new char
+// takes its old char's alignment, which every byte of a char shares, so only the bytes change.
+bool NormalizedString::rewrite_in_place(size_t rb, size_t re, const std::vector<Change>& dest) {
+  size_t pos = rb, len = 0;
+  for (const auto& [c, change] : dest) {
+    if (change != 0 || pos >= re) return false;
+    decode_utf8(normalized_, pos, &len);
+    if (utf8_len(c) != len) return false;
+    pos += len;
+  }
+  if (pos != re) return false;
+  std::string bytes;
+  pos = rb;
+  for (const auto& [c, change] : dest) {
+    bytes.clear();
+    append_utf8(bytes, c);
+    normalized_.replace(pos, bytes.size(), bytes);
+    pos += bytes.size();
+  }
+  return true;
 }
 
 static bool is_ascii(std::string_view s) {
@@ -146,31 +232,40 @@ void NormalizedString::normalize(NormForm form) {
 }
 
 void NormalizedString::filter(const std::function<bool(char32_t)>& keep) {
+  size_t len = 0, first_removed = 0;
+  while (first_removed < normalized_.size() && keep(decode_utf8(normalized_, first_removed, &len)))
+    first_removed += len;
+  if (first_removed == normalized_.size()) return;  // every char kept
   std::vector<Change> dest;
   dest.reserve(normalized_.size());
   size_t leading_removed = 0;
-  size_t len = 0;
-  bool changed = false;
   for (size_t i = 0; i < normalized_.size(); i += len) {
     const char32_t c = decode_utf8(normalized_, i, &len);
-    if (keep(c)) {
+    if (i < first_removed || (i > first_removed && keep(c))) {
       dest.emplace_back(c, 0);
+    } else if (dest.empty()) {
+      ++leading_removed;
     } else {
-      changed = true;
-      if (dest.empty())
-        ++leading_removed;
-      else
-        dest.back().second -= 1;  // the previous kept char removes the chars following it
+      dest.back().second -= 1;  // the previous kept char removes the chars following it
     }
   }
-  if (changed) transform(dest, leading_removed);
+  transform(dest, leading_removed);
 }
 
 void NormalizedString::map(const std::function<char32_t(char32_t)>& f) {
+  size_t len = 0, first_changed = 0;
+  while (first_changed < normalized_.size()) {
+    const char32_t c = decode_utf8(normalized_, first_changed, &len);
+    if (f(c) != c) break;
+    first_changed += len;
+  }
+  if (first_changed == normalized_.size()) return;  // f is the identity on this string
   std::vector<Change> dest;
   dest.reserve(normalized_.size());
-  size_t len = 0;
-  for (size_t i = 0; i < normalized_.size(); i += len) dest.emplace_back(f(decode_utf8(normalized_, i, &len)), 0);
+  for (size_t i = 0; i < normalized_.size(); i += len) {
+    const char32_t c = decode_utf8(normalized_, i, &len);
+    dest.emplace_back(i < first_changed ? c : f(c), 0);
+  }
   transform(dest, 0);
 }
 
@@ -214,6 +309,7 @@ void NormalizedString::append(std::string_view s) {
 void NormalizedString::replace(const Pattern& pattern, std::string_view content) {
   const std::vector<Match> matches = pattern.find_matches(normalized_);
   if (std::none_of(matches.begin(), matches.end(), [](const Match& m) { return m.second; })) return;
+  materialize();
   std::string out;
   std::vector<Alignment> out_align;
   out.reserve(normalized_.size());

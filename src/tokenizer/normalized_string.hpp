@@ -1,12 +1,15 @@
 // NormalizedString: a normalized UTF-8 string that remembers, for each of its bytes, the byte range of the
 // original input it came from, so token offsets can be reported in the input's bytes. It is the C++ twin of
 // HF tokenizers' NormalizedString (same transform/filter/prepend/replace/split semantics, hence the same
-// offsets), with one simplification: alignments are absolute offsets into the whole input, so a slice keeps
-// them unchanged instead of shifting them.
+// offsets), with two simplifications: alignments are absolute offsets into the whole input, so a slice keeps
+// them unchanged instead of shifting them; and while every char still sits at its original byte position
+// (nothing inserted, removed or resized; an ASCII lowercase keeps positions), the alignments are implied
+// rather than stored, so slicing such a string copies only its bytes.
 //
 // Pattern: what split/replace look for. find_matches returns the whole input cut into consecutive
 // ((begin, end), is_match) byte ranges, as HF's Pattern trait does.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -29,14 +32,16 @@ class Pattern {
   virtual std::vector<Match> find_matches(std::string_view s) const = 0;
 };
 
-// Each char satisfying the predicate is one match (as HF's `Fn(char) -> bool` pattern).
+// Each char satisfying the predicate is one match (as HF's `Fn(char) -> bool` pattern). `pred` must depend on
+// the char only: its answers for ASCII are tabulated once.
 class CharPredicatePattern final : public Pattern {
  public:
-  explicit CharPredicatePattern(std::function<bool(char32_t)> pred) : pred_(std::move(pred)) {}
+  explicit CharPredicatePattern(std::function<bool(char32_t)> pred);
   std::vector<Match> find_matches(std::string_view s) const override;
 
  private:
   std::function<bool(char32_t)> pred_;
+  std::array<bool, 0x80> ascii_{};
 };
 
 class Regex;  // regex.hpp
@@ -88,7 +93,6 @@ class NormalizedString {
   // Byte range of the original input this string covers.
   size_t original_begin() const { return orig_begin_; }
   size_t original_end() const { return orig_end_; }
-  const std::vector<Alignment>& alignments() const { return alignments_; }
 
   // Normalized byte range -> original byte range (HF convert_offsets(Range::Normalized)).
   std::optional<Offsets> to_original(Offsets normalized_range) const;
@@ -114,8 +118,17 @@ class NormalizedString {
 
  private:
   std::string normalized_;
-  std::vector<Alignment> alignments_;  // one per normalized byte: original [begin, end)
+  // One per normalized byte: original [begin, end). Empty while `positional_`.
+  std::vector<Alignment> alignments_;
+  // Every char of normalized_ sits where its original char sat: byte k's alignment is the byte range of the
+  // char holding k, shifted by orig_begin_ (and orig_end_ - orig_begin_ == normalized_.size()).
+  bool positional_ = true;
   size_t orig_begin_ = 0, orig_end_ = 0;
+
+  Alignment alignment(size_t k) const;
+  bool rewrite_in_place(size_t rb, size_t re, const std::vector<Change>& dest);
+  // Stores the implied alignments (before an edit that moves chars).
+  void materialize();
 };
 
 }  // namespace encore::tok

@@ -1,6 +1,8 @@
 // Post-processors: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence. They receive
 // the (1 or 2) encodings after truncation, each already tagged with its sequence id, and add special tokens
 // (offsets (0, 0), special_tokens_mask 1, sequence id -1) and type ids; the caller concatenates them.
+#include <algorithm>
+#include <array>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -12,30 +14,44 @@ namespace encore::tok {
 
 void trim_byte_level_offsets(Encoding& e, bool add_prefix_space, std::string_view text) {
   constexpr char32_t kSpace = 0x120;  // 'Ġ', the byte-level char of ' '
-  // char index of each byte (an invalid UTF-8 run is one char) and byte start of each char
-  std::vector<int64_t> char_of(text.size() + 1);
-  std::vector<int64_t> start_of;
-  bool valid = true;
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = utf8_scan(text, i, &valid);
-    for (size_t k = 0; k < n; ++k) char_of[i + k] = static_cast<int64_t>(start_of.size());
-    start_of.push_back(static_cast<int64_t>(i));
-    i += n;
+  // char index of each byte (an invalid UTF-8 run is one char) and byte start of each char; ASCII text is its
+  // own index
+  const bool ascii = std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  std::vector<int64_t> char_of, start_of;
+  if (!ascii) {
+    char_of.resize(text.size() + 1);
+    bool valid = true;
+    for (size_t i = 0; i < text.size();) {
+      const size_t n = utf8_scan(text, i, &valid);
+      for (size_t k = 0; k < n; ++k) char_of[i + k] = static_cast<int64_t>(start_of.size());
+      start_of.push_back(static_cast<int64_t>(i));
+      i += n;
+    }
+    char_of[text.size()] = static_cast<int64_t>(start_of.size());
   }
-  const auto nchars = static_cast<int64_t>(start_of.size());
   const auto nbytes = static_cast<int64_t>(text.size());
-  char_of[text.size()] = nchars;
-  start_of.push_back(nbytes);
+  const auto nchars = ascii ? nbytes : static_cast<int64_t>(start_of.size());
+  if (!ascii) start_of.push_back(nbytes);
+  const auto char_at = [&](int64_t byte) { return ascii ? byte : char_of[static_cast<size_t>(byte)]; };
+  const auto start_at = [&](int64_t c) { return ascii ? c : start_of[static_cast<size_t>(c)]; };
+  auto space = [](char32_t c) { return c == kSpace || is_whitespace(c); };
   for (size_t i = 0; i < e.size(); ++i) {
-    const std::vector<char32_t> cs = is_valid_utf8(e.tokens[i]) ? to_chars(e.tokens[i]) : std::vector<char32_t>{};
-    auto space = [&](char32_t c) { return c == kSpace || is_whitespace(c); };
+    const std::string& t = e.tokens[i];
+    if (!is_valid_utf8(t)) continue;
+    // leading and trailing space chars; a token of spaces only counts them both ways
     int64_t leading = 0, trailing = 0;
-    while (leading < static_cast<int64_t>(cs.size()) && space(cs[static_cast<size_t>(leading)])) ++leading;
-    while (trailing < static_cast<int64_t>(cs.size()) && space(cs[cs.size() - 1 - static_cast<size_t>(trailing)])) ++trailing;
+    bool in_lead = true;
+    size_t len = 0;
+    for (size_t k = 0; k < t.size(); k += len) {
+      const bool sp = space(decode_utf8(t, k, &len));
+      in_lead = in_lead && sp;
+      leading += in_lead;
+      trailing = sp ? trailing + 1 : 0;
+    }
     if (leading == 0 && trailing == 0) continue;
     auto& [bb, eb] = e.offsets[i];
     if (bb < 0 || eb < bb || eb > nbytes) continue;
-    int64_t b = char_of[static_cast<size_t>(bb)], en = char_of[static_cast<size_t>(eb)];
+    int64_t b = char_at(bb), en = char_at(eb);
     if (leading > 0) {
       const bool is_first = i == 0 || b == 0;
       // the one space ByteLevel(add_prefix_space) added to the first word is kept; more were in the text
@@ -43,13 +59,24 @@ void trim_byte_level_offsets(Encoding& e, bool add_prefix_space, std::string_vie
       b = std::min(b + leading, en);
     }
     if (trailing > 0 && en >= trailing) en = std::max(en - trailing, b);
-    bb = start_of[static_cast<size_t>(std::min(b, nchars))];
-    eb = start_of[static_cast<size_t>(std::min(en, nchars))];
+    bb = start_at(std::min(b, nchars));
+    eb = start_at(std::min(en, nchars));
   }
 }
 
+void reserve_tokens(Encoding& e, size_t n) {
+  e.ids.reserve(n);
+  e.type_ids.reserve(n);
+  e.tokens.reserve(n);
+  e.offsets.reserve(n);
+  e.special_tokens_mask.reserve(n);
+  e.attention_mask.reserve(n);
+  e.sequence_ids.reserve(n);
+}
+
 void append_encoding(Encoding& out, Encoding&& e) {
-  if (out.size() == 0) {  // no tokens yet: every per-token field is empty
+  // no tokens yet (every per-token field is empty) and no room reserved for more: take e's fields whole
+  if (out.size() == 0 && out.ids.capacity() < e.size()) {
     out = std::move(e);
     return;
   }
@@ -63,6 +90,16 @@ void append_encoding(Encoding& out, Encoding&& e) {
   move_after(out.special_tokens_mask, e.special_tokens_mask);
   move_after(out.attention_mask, e.attention_mask);
   move_after(out.sequence_ids, e.sequence_ids);
+}
+
+Encoding concatenate(std::vector<Encoding>&& encs) {
+  if (encs.size() == 1) return std::move(encs[0]);
+  size_t n = 0;
+  for (const Encoding& e : encs) n += e.size();
+  Encoding out;
+  reserve_tokens(out, n);
+  for (Encoding& e : encs) append_encoding(out, std::move(e));
+  return out;
 }
 
 namespace {
@@ -105,7 +142,12 @@ class TemplateProcessing final : public PostProcessor {
   };
 
   TemplateProcessing(std::vector<Piece> single, std::vector<Piece> pair, std::map<std::string, Special> specials)
-      : single_(std::move(single)), pair_(std::move(pair)), specials_(std::move(specials)) {}
+      : single_(std::move(single)), pair_(std::move(pair)), specials_(std::move(specials)) {
+    for (const Piece& p : single_)
+      if (p.is_sequence && p.seq >= 0 && p.seq < 2) ++single_uses_[static_cast<size_t>(p.seq)];
+    for (const Piece& p : pair_)
+      if (p.is_sequence && p.seq >= 0 && p.seq < 2) ++pair_uses_[static_cast<size_t>(p.seq)];
+  }
 
   int64_t added_tokens(bool is_pair) const override {
     int64_t n = 0;
@@ -117,11 +159,13 @@ class TemplateProcessing final : public PostProcessor {
   void process_encodings(std::vector<Encoding>& encs, bool add_special_tokens,
                          const std::vector<std::string_view>& texts) const override {
     const std::vector<Piece>& tmpl = encs.size() == 2 ? pair_ : single_;
+    const std::array<int, 2>& uses = encs.size() == 2 ? pair_uses_ : single_uses_;
     std::vector<Encoding> out;
     for (const Piece& p : tmpl) {
       if (p.is_sequence) {
-        if (static_cast<size_t>(p.seq) >= encs.size()) continue;
-        Encoding e = encs[static_cast<size_t>(p.seq)];
+        const auto seq = static_cast<size_t>(p.seq);
+        if (seq >= encs.size()) continue;
+        Encoding e = uses[seq] == 1 ? std::move(encs[seq]) : encs[seq];
         set_type_ids(e, p.type_id);
         e.sequence_ids.assign(e.size(), p.seq);
         out.push_back(std::move(e));
@@ -138,6 +182,7 @@ class TemplateProcessing final : public PostProcessor {
  private:
   std::vector<Piece> single_, pair_;
   std::map<std::string, Special> specials_;
+  std::array<int, 2> single_uses_{}, pair_uses_{};  // how often each template names $A and $B
 };
 
 class BertProcessing final : public PostProcessor {
@@ -150,6 +195,7 @@ class BertProcessing final : public PostProcessor {
     if (!add_special_tokens) return;
     for (size_t i = 0; i < encs.size(); ++i) {
       Encoding e;
+      reserve_tokens(e, encs[i].size() + 2);
       if (i == 0) push_special(e, cls_.second, cls_.first, 0);
       append_encoding(e, std::move(encs[i]));
       push_special(e, sep_.second, sep_.first, i == 0 ? 0 : 1);
@@ -177,6 +223,7 @@ class RobertaProcessing final : public PostProcessor {
     if (!add_special_tokens) return;
     for (size_t i = 0; i < encs.size(); ++i) {
       Encoding e;
+      reserve_tokens(e, encs[i].size() + 2);
       if (i == 0)
         push_special(e, cls_.second, cls_.first, 0);
       else

@@ -42,19 +42,27 @@ class TokenizerImpl {
     tok::PreTokenizedString pts = p->added.extract_and_normalize(p->normalizer.get(), text);
     if (p->pre_tokenizer) p->pre_tokenizer->pre_tokenize(pts);
     Encoding e;
+    e.ids.reserve(pts.splits.size());
+    e.tokens.reserve(pts.splits.size());
+    e.offsets.reserve(pts.splits.size());
+    std::vector<tok::Token> tokens;  // one split's, reused
     for (tok::Split& s : pts.splits) {
-      std::vector<tok::Token> tokens = s.tokens ? std::move(*s.tokens) : p->model->tokenize(s.normalized.get());
+      tokens.clear();
+      if (s.tokens)
+        tokens = std::move(*s.tokens);
+      else
+        p->model->tokenize(s.normalized.get(), tokens);
       for (tok::Token& t : tokens) {
         const auto o = s.normalized.to_original(t.offsets).value_or(t.offsets);
         e.ids.push_back(t.id);
-        e.type_ids.push_back(type_id);
         e.tokens.push_back(std::move(t.value));
         e.offsets.emplace_back(static_cast<int64_t>(o.first), static_cast<int64_t>(o.second));
-        e.special_tokens_mask.push_back(0);
-        e.attention_mask.push_back(1);
-        e.sequence_ids.push_back(0);
       }
     }
+    e.type_ids.assign(e.ids.size(), type_id);
+    e.special_tokens_mask.assign(e.ids.size(), 0);
+    e.attention_mask.assign(e.ids.size(), 1);
+    e.sequence_ids.assign(e.ids.size(), 0);
     return e;
   }
 
@@ -77,8 +85,7 @@ class TokenizerImpl {
     if (pair) encs.push_back(std::move(*pair));
     for (size_t i = 0; i < encs.size(); ++i) encs[i].sequence_ids.assign(encs[i].size(), static_cast<int64_t>(i));
     if (p->post_processor) p->post_processor->process_encodings(encs, add_special_tokens, texts);
-    Encoding out;
-    for (Encoding& e : encs) tok::append_encoding(out, std::move(e));
+    Encoding out = tok::concatenate(std::move(encs));
     if (padding) {
       std::vector<Encoding> one{std::move(out)};
       pad(one, *padding);
@@ -579,16 +586,19 @@ std::vector<std::pair<int64_t, int64_t>> Tokenizer::char_offsets(std::string_vie
                                                                  const std::vector<std::pair<int64_t, int64_t>>& byte_offsets) {
   // As the Python library's BytesToCharOffsetConverter: each byte maps to the index of the char containing it
   // (an invalid UTF-8 run counts as one char, the U+FFFD it is read as); an end at the text's end maps to
-  // (char of the last byte) + 1; a begin past the end leaves the offsets as they are.
-  std::vector<int64_t> char_of(text.size());
-  int64_t c = 0;
+  // (char of the last byte) + 1; a begin past the end leaves the offsets as they are. ASCII text is its own
+  // char index.
+  const bool ascii = std::all_of(text.begin(), text.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; });
+  std::vector<int64_t> char_of(ascii ? 0 : text.size());
+  int64_t c = ascii ? static_cast<int64_t>(text.size()) : 0;
   bool valid = true;
-  for (size_t i = 0; i < text.size();) {
+  for (size_t i = 0; !ascii && i < text.size();) {
     const size_t n = tok::utf8_scan(text, i, &valid);
     for (size_t k = 0; k < n; ++k) char_of[i + k] = c;
     i += n;
     ++c;
   }
+  const auto char_at = [&](int64_t byte) { return ascii ? byte : char_of[static_cast<size_t>(byte)]; };
   const auto n = static_cast<int64_t>(text.size());
   std::vector<std::pair<int64_t, int64_t>> out;
   out.reserve(byte_offsets.size());
@@ -597,12 +607,12 @@ std::vector<std::pair<int64_t, int64_t>> Tokenizer::char_offsets(std::string_vie
       out.emplace_back(b, e);
       continue;
     }
-    const int64_t cb = b == n ? c : char_of[static_cast<size_t>(b)];  // b == n: an empty token at the end
+    const int64_t cb = b == n ? c : char_at(b);  // b == n: an empty token at the end
     int64_t ce;
     if (e >= 0 && e < n)
-      ce = char_of[static_cast<size_t>(e)];
+      ce = char_at(e);
     else
-      ce = e == n ? c : (e - 1 >= 0 && e - 1 < n) ? char_of[static_cast<size_t>(e - 1)] + 1 : cb + 1;
+      ce = e == n ? c : (e - 1 >= 0 && e - 1 < n) ? char_at(e - 1) + 1 : cb + 1;
     out.emplace_back(cb, ce);
   }
   return out;

@@ -1,13 +1,16 @@
 // ByteTrie: a static byte trie in two flat arrays (nodes, sorted edges) for common-prefix search: all keys
-// that are prefixes of text[pos..], shortest first. Used by Unigram's Viterbi (every vocab piece starting at
-// each position) and by the added-tokens matcher (leftmost-longest). Memory is ~12 bytes per trie node, so
-// a 250k-piece vocabulary costs a few MB.
+// that are prefixes of text[pos..], shortest first, or only the longest. Used by Unigram's Viterbi (every
+// vocab piece starting at each position), WordPiece (the longest vocab entry starting at a position) and the
+// added-tokens matcher (leftmost-longest). Memory is ~12 bytes per trie node, so a 250k-piece vocabulary
+// costs a few MB.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace encore::tok {
@@ -22,7 +25,35 @@ class ByteTrie {
     std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
     nodes_.push_back(Node{});
     build(keys, order, 0, 0, order.size(), 0);
+    for (uint32_t e = 0; e < nodes_[0].n_edges; ++e) starts_[edges_[e].label] = true;
   }
+
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;
+  static constexpr uint32_t kRoot = 0;
+
+  // The node reached from `node` by the bytes of `s`, or kNone.
+  uint32_t walk(std::string_view s, uint32_t node = kRoot) const {
+    if (nodes_.empty()) return kNone;
+    for (size_t i = 0; i < s.size() && node != kNone; ++i) node = child(node, static_cast<uint8_t>(s[i]));
+    return node;
+  }
+
+  // The longest non-empty text[pos, end) such that (the bytes leading to `from`) + text[pos, end) is a key:
+  // {end, value}, or {pos, -1} when there is none.
+  std::pair<size_t, int32_t> longest(std::string_view text, size_t pos, uint32_t from = kRoot) const {
+    std::pair<size_t, int32_t> best{pos, -1};
+    if (from >= nodes_.size()) return best;
+    uint32_t node = from;
+    for (size_t i = pos; i < text.size(); ++i) {
+      node = child(node, static_cast<uint8_t>(text[i]));
+      if (node == kNone) break;
+      if (nodes_[node].value >= 0) best = {i + 1, nodes_[node].value};
+    }
+    return best;
+  }
+
+  // Whether some key starts with byte b (a cheap filter before a search at each position).
+  bool can_start(uint8_t b) const { return starts_[b]; }
 
   // Calls f(end_pos, value) for each key equal to text[pos, end_pos), in increasing end_pos.
   template <class F>
@@ -39,7 +70,6 @@ class ByteTrie {
   bool empty() const { return nodes_.size() <= 1; }
 
  private:
-  static constexpr uint32_t kNone = 0xFFFFFFFFu;
   struct Node {
     int32_t value = -1;
     uint32_t first_edge = 0;
@@ -51,6 +81,7 @@ class ByteTrie {
   };
   std::vector<Node> nodes_;
   std::vector<Edge> edges_;
+  std::array<bool, 256> starts_{};
 
   uint32_t child(uint32_t node, uint8_t c) const {
     const Node& n = nodes_[node];

@@ -4,6 +4,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <array>
 
 namespace encore::tok {
 
@@ -104,6 +105,10 @@ size_t utf8_scan(std::string_view s, size_t i, bool* valid) {
 bool is_valid_utf8(std::string_view s) {
   bool valid = true;
   for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
     i += utf8_scan(s, i, &valid);
     if (!valid) return false;
   }
@@ -132,14 +137,24 @@ bool is_number(char32_t c) {
   return k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO;
 }
 
-bool is_punctuation(char32_t c) {
+static bool is_punctuation_category(char32_t c) {
   const int k = category(c);
   return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
+}
+
+bool is_punctuation(char32_t c) {
+  static const std::array<bool, 0x80> ascii = [] {
+    std::array<bool, 0x80> t{};
+    for (char32_t a = 0; a < 0x80; ++a) t[a] = is_punctuation_category(a);
+    return t;
+  }();
+  return c < 0x80 ? ascii[c] : is_punctuation_category(c);
 }
 
 // unicode_categories' is_other() as the `tokenizers` crate sees it: Cc, Cf, Cs, Co. Unassigned code points
 // (Cn) are kept (checked against tokenizers 0.23: U+0378 survives BertNormalizer's clean_text).
 bool is_other(char32_t c) {
+  if (c < 0x80) return c < 0x20 || c == 0x7F;  // ASCII has only Cc among these
   const int k = category(c);
   return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CS ||
          k == UTF8PROC_CATEGORY_CO;

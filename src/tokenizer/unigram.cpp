@@ -3,12 +3,14 @@
 //   best[end] = max over pieces p = word[start, end) of best[start] + score(p)
 // with an unknown char (no piece of exactly that char) scored min_score - 10. The trie yields the pieces
 // starting at each position, so the cost is O(length x longest piece).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "tokenizer/json_util.hpp"
 #include "tokenizer/models.hpp"
 #include "tokenizer/trie.hpp"
+#include "tokenizer/word_cache.hpp"
 
 namespace encore::tok {
 
@@ -31,38 +33,34 @@ class Unigram final : public Model {
     }
   }
 
-  std::vector<Token> tokenize(std::string_view word) const override {
-    std::vector<Token> out;
-    size_t offset = 0;
-    for (const std::string& piece : encode(word)) {
-      const size_t len = piece.size();
-      auto it = to_id_.find(piece);
-      if (it != to_id_.end()) {
-        out.push_back(Token{it->second, piece, {offset, offset + len}});
-      } else {
-        bool done = false;
-        if (byte_fallback_) {
-          std::vector<Token> bytes;
-          char code[8];
-          for (unsigned char b : piece) {
-            std::snprintf(code, sizeof code, "<0x%02X>", b);
-            auto bt = to_id_.find(std::string_view(code));
-            if (bt == to_id_.end()) break;
-            bytes.push_back(Token{bt->second, code, {offset, offset + len}});
-          }
-          if (bytes.size() == piece.size()) {
-            out.insert(out.end(), bytes.begin(), bytes.end());
-            done = true;
-          }
-        }
-        if (!done) {
-          if (!unk_id_) throw Error("Unigram: \"" + piece + "\" is not in the vocabulary and the model has no unk_id");
-          out.push_back(Token{*unk_id_, piece, {offset, offset + len}});
-        }
+  void tokenize(std::string_view word, std::vector<Token>& out) const override {
+    std::vector<Piece> scratch;
+    for (const Piece& piece : cache_.get(word, [this](std::string_view w) { return encode(w); }, scratch)) {
+      const std::string_view text = word.substr(piece.begin, piece.end - piece.begin);
+      const Offsets offsets{piece.begin, piece.end};
+      if (!piece.unknown) {
+        out.push_back(Token{piece.id, std::string(text), offsets});
+        continue;
       }
-      offset += len;
+      if (auto it = to_id_.find(text); it != to_id_.end()) {
+        out.push_back(Token{it->second, std::string(text), offsets});
+        continue;
+      }
+      if (byte_fallback_) {
+        const size_t first = out.size();
+        char code[8];
+        for (unsigned char b : text) {
+          std::snprintf(code, sizeof code, "<0x%02X>", b);
+          auto bt = to_id_.find(std::string_view(code));
+          if (bt == to_id_.end()) break;
+          out.push_back(Token{bt->second, code, offsets});
+        }
+        if (out.size() - first == text.size()) continue;
+        out.resize(first);
+      }
+      if (!unk_id_) throw Error("Unigram: \"" + std::string(text) + "\" is not in the vocabulary and the model has no unk_id");
+      out.push_back(Token{*unk_id_, std::string(text), offsets});
     }
-    return out;
   }
 
   std::optional<int64_t> token_to_id(std::string_view t) const override {
@@ -86,8 +84,16 @@ class Unigram final : public Model {
   StringMap<int64_t> to_id_;
   double min_score_ = 0.0;
 
-  // The best segmentation as piece strings; consecutive unknown chars are fused into one piece.
-  std::vector<std::string> encode(std::string_view s) const {
+  // A piece of the best segmentation: word[begin, end) with its id, or a run of unknown chars (and pieces whose
+  // id is unk_id) fused into one, to be looked up by its text.
+  struct Piece {
+    size_t begin, end;
+    int64_t id;
+    bool unknown;
+  };
+  WordCache<std::vector<Piece>> cache_;  // word -> its segmentation
+
+  std::vector<Piece> encode(std::string_view s) const {
     if (s.empty()) return {};
     struct Node {
       int64_t id = -1;
@@ -103,12 +109,11 @@ class Unigram final : public Model {
       size_t mblen = 0;
       decode_utf8(s, start, &mblen);
       bool has_single = false;
-      trie_.prefixes(s, start, [&](size_t end, uint32_t /*key index*/) {
-        const std::string_view piece = s.substr(start, end - start);
-        const int64_t id = to_id_.find(piece)->second;
-        const double cand = scores_[static_cast<size_t>(id)] + here;
+      // the trie's value of a piece is its id (the last of duplicate pieces, as to_id_)
+      trie_.prefixes(s, start, [&](size_t end, uint32_t id) {
+        const double cand = scores_[id] + here;
         Node& t = best[end];
-        if (t.start == SIZE_MAX || cand > t.score) t = Node{id, cand, start};
+        if (t.start == SIZE_MAX || cand > t.score) t = Node{static_cast<int64_t>(id), cand, start};
         if (end - start == mblen) has_single = true;
       });
       if (!has_single) {
@@ -120,32 +125,19 @@ class Unigram final : public Model {
       }
       start += mblen;
     }
-    std::vector<std::string> pieces;
-    std::string unk_run;  // fused unknown chars, collected backwards
-    std::vector<std::string_view> unk_parts;
+    std::vector<Piece> pieces;  // backwards
     size_t end = n;
     while (end > 0) {
       const Node& node = best[end];
-      const std::string_view piece = s.substr(node.start, end - node.start);
-      if (unk_id_ && node.id == *unk_id_) {
-        unk_parts.push_back(piece);
-      } else {
-        if (!unk_parts.empty()) {
-          pieces.push_back(join_reversed(unk_parts));
-          unk_parts.clear();
-        }
-        pieces.emplace_back(piece);
-      }
+      const bool unknown = unk_id_ && node.id == *unk_id_;
+      if (unknown && !pieces.empty() && pieces.back().unknown)
+        pieces.back().begin = node.start;  // fused with the unknown run after it
+      else
+        pieces.push_back(Piece{node.start, end, node.id, unknown});
       end = node.start;
     }
-    if (!unk_parts.empty()) pieces.push_back(join_reversed(unk_parts));
-    return {pieces.rbegin(), pieces.rend()};
-  }
-
-  static std::string join_reversed(const std::vector<std::string_view>& parts) {
-    std::string out;
-    for (auto it = parts.rbegin(); it != parts.rend(); ++it) out.append(*it);
-    return out;
+    std::reverse(pieces.begin(), pieces.end());
+    return pieces;
   }
 };
 
