@@ -35,18 +35,22 @@ struct Split {
 
 struct PreTokenizedString {
   std::vector<Split> splits;
-  // Replaces every split that has no tokens by the non-empty pieces f returns.
+  // Replaces every split that has no tokens by the non-empty pieces f(index, normalized, pieces) appends to
+  // `pieces`.
   template <class F>
   void split(F&& f) {
     std::vector<Split> out;
     out.reserve(splits.size());
+    std::vector<NormalizedString> pieces;  // one split's, reused
     size_t index = 0;
     for (Split& s : splits) {
       if (s.tokens) {
         out.push_back(std::move(s));
         continue;
       }
-      for (NormalizedString& piece : f(index++, std::move(s.normalized)))
+      pieces.clear();
+      f(index++, std::move(s.normalized), pieces);
+      for (NormalizedString& piece : pieces)
         if (!piece.empty()) out.push_back(Split{std::move(piece), std::nullopt});
     }
     splits = std::move(out);

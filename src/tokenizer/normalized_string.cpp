@@ -282,6 +282,28 @@ void NormalizedString::lowercase() {
   transform(dest, 0);
 }
 
+void NormalizedString::map_bytes(const std::array<char32_t, 256>& table) {
+  const auto unchanged = [&](char ch) {
+    const auto b = static_cast<unsigned char>(ch);
+    return b < 0x80 && table[b] == b;
+  };
+  if (std::all_of(normalized_.begin(), normalized_.end(), unchanged)) return;
+  materialize();
+  std::string out;
+  std::vector<Alignment> out_align;
+  out.reserve(2 * normalized_.size());
+  out_align.reserve(2 * normalized_.size());
+  size_t len = 0;
+  for (size_t i = 0; i < normalized_.size(); i += len) {
+    decode_utf8(normalized_, i, &len);
+    const size_t before = out.size();
+    for (size_t k = i; k < i + len; ++k) append_utf8(out, table[static_cast<unsigned char>(normalized_[k])]);
+    out_align.insert(out_align.end(), out.size() - before, alignments_[i]);
+  }
+  normalized_ = std::move(out);
+  alignments_ = std::move(out_align);
+}
+
 void NormalizedString::prepend(std::string_view s) {
   if (normalized_.empty()) return;
   size_t len = 0;
@@ -352,7 +374,7 @@ void NormalizedString::lrstrip(bool left, bool right) {
   transform(dest, leading);
 }
 
-std::vector<NormalizedString> NormalizedString::split(const Pattern& pattern, SplitBehavior behavior) const {
+void NormalizedString::split(const Pattern& pattern, SplitBehavior behavior, std::vector<NormalizedString>& out) const {
   std::vector<Match> matches = pattern.find_matches(normalized_);
   std::vector<Match> splits;  // (offsets, remove)
   splits.reserve(matches.size());
@@ -399,11 +421,8 @@ std::vector<NormalizedString> NormalizedString::split(const Pattern& pattern, Sp
       break;
     }
   }
-  std::vector<NormalizedString> out;
-  out.reserve(splits.size());
   for (const auto& [o, remove] : splits)
     if (!remove) out.push_back(slice(o));
-  return out;
 }
 
 }  // namespace encore::tok

@@ -110,11 +110,15 @@ class NormalizedString {
   void filter(const std::function<bool(char32_t)>& keep);
   void map(const std::function<char32_t(char32_t)>& f);
   void lowercase();
+  // Each byte b becomes the char table[b] (the byte-level map); the chars made from one char's bytes take that
+  // char's alignment, as transform() with changes 0, +1, +1... gives them.
+  void map_bytes(const std::array<char32_t, 256>& table);
   void prepend(std::string_view s);
   void append(std::string_view s);
   void replace(const Pattern& pattern, std::string_view content);
   void lrstrip(bool left, bool right);
-  std::vector<NormalizedString> split(const Pattern& pattern, SplitBehavior behavior) const;
+  // Appends the pieces to `out`.
+  void split(const Pattern& pattern, SplitBehavior behavior, std::vector<NormalizedString>& out) const;
 
  private:
   std::string normalized_;

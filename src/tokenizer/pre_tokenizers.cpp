@@ -45,17 +45,7 @@ int char_to_byte(char32_t c) {
   return -1;
 }
 
-void byte_level_map(NormalizedString& s) {
-  std::vector<Change> dest;
-  const std::string& t = s.get();
-  dest.reserve(t.size());
-  size_t len = 0;
-  for (size_t i = 0; i < t.size(); i += len) {
-    decode_utf8(t, i, &len);
-    for (size_t k = 0; k < len; ++k) dest.emplace_back(byte_to_char(static_cast<uint8_t>(t[i + k])), k ? 1 : 0);
-  }
-  s.transform(dest, 0);
-}
+void byte_level_map(NormalizedString& s) { s.map_bytes(byte_map().to_char); }
 
 // --- patterns from JSON --------------------------------------------------------------------------------
 
@@ -93,7 +83,7 @@ bool bert_punctuation(char32_t c) {
 
 // Splits every split by one pattern with one behavior.
 void split_all(PreTokenizedString& p, const Pattern& pattern, SplitBehavior b) {
-  p.split([&](size_t, NormalizedString s) { return s.split(pattern, b); });
+  p.split([&](size_t, NormalizedString&& s, std::vector<NormalizedString>& pieces) { s.split(pattern, b, pieces); });
 }
 
 class BertPreTokenizer final : public PreTokenizer {
@@ -133,12 +123,12 @@ class ByteLevel final : public PreTokenizer {
   ByteLevel(bool add_prefix_space, bool use_regex)
       : add_prefix_space_(add_prefix_space), use_regex_(use_regex), split_(gpt2_pattern()) {}
   void pre_tokenize(PreTokenizedString& p) const override {
-    p.split([&](size_t, NormalizedString s) {
+    p.split([&](size_t, NormalizedString&& s, std::vector<NormalizedString>& pieces) {
       if (add_prefix_space_ && (s.get().empty() || s.get()[0] != ' ')) s.prepend(" ");
-      if (use_regex_) return s.split(*split_, SplitBehavior::isolated);
-      std::vector<NormalizedString> v;
-      v.push_back(std::move(s));
-      return v;
+      if (use_regex_)
+        s.split(*split_, SplitBehavior::isolated, pieces);
+      else
+        pieces.push_back(std::move(s));
     });
     p.normalize(byte_level_map);
   }
@@ -210,15 +200,15 @@ class Metaspace final : public PreTokenizer {
     append_utf8(rep_, replacement);
   }
   void pre_tokenize(PreTokenizedString& p) const override {
-    p.split([&](size_t, NormalizedString s) {
+    p.split([&](size_t, NormalizedString&& s, std::vector<NormalizedString>& pieces) {
       s.replace(is_space_, rep_);
       const bool starts = s.get().compare(0, rep_.size(), rep_) == 0;
       if (scheme_ == PrependScheme::always && !starts) s.prepend(rep_);
       if (scheme_ == PrependScheme::first && !starts && s.original_begin() == 0) s.prepend(rep_);
-      if (split_) return s.split(is_replacement_, SplitBehavior::merged_with_next);
-      std::vector<NormalizedString> v;
-      v.push_back(std::move(s));
-      return v;
+      if (split_)
+        s.split(is_replacement_, SplitBehavior::merged_with_next, pieces);
+      else
+        pieces.push_back(std::move(s));
     });
   }
 

@@ -6,6 +6,8 @@
 // offset into the strings. HF's normalize() is reproduced exactly, quirks included: it looks up each
 // grapheme cluster shorter than 6 bytes first (the shortest trie match wins, replacing the whole cluster),
 // otherwise each char; a rule that deletes a char folds the deletion into the previous char's change.
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 
@@ -55,10 +57,17 @@ class Precompiled final : public Normalizer {
     std::memcpy(units_.data(), blob.data() + 4, trie_size);
     normalized_ = blob.substr(4 + trie_size);
     ENCORE_CHECK(!units_.empty(), path, ": charsmap has an empty trie");
+    for (size_t b = 0; b < ascii_kept_.size(); ++b) {
+      const char c = static_cast<char>(b);
+      ascii_kept_[b] = c != '\r' && !transform(std::string_view(&c, 1));
+    }
   }
 
   void normalize(NormalizedString& s) const override {
     const std::string& text = s.get();
+    // ASCII without CR is one grapheme per char: when the map keeps each of them, it keeps the text
+    if (std::all_of(text.begin(), text.end(), [&](char c) { return c >= 0 && ascii_kept_[static_cast<size_t>(c)]; }))
+      return;
     std::vector<Change> dest;
     dest.reserve(text.size());
     bool modified = false;
@@ -89,6 +98,7 @@ class Precompiled final : public Normalizer {
  private:
   std::vector<uint32_t> units_;
   std::string normalized_;
+  std::array<bool, 0x80> ascii_kept_{};  // ASCII chars the map leaves as they are (CR excluded: CR LF is one grapheme)
 
   // darts-clone unit fields
   static bool has_leaf(uint32_t u) { return (u >> 8) & 1; }

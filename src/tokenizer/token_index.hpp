@@ -1,7 +1,7 @@
 // TokenIndex: token string -> id, the lookup every model makes per probe (WordPiece tries a word's prefixes,
 // BPE its chars). Open addressing (linear probing, load <= 1/2) over one byte arena holding the tokens: a
 // lookup hashes the key once and compares bytes in place, with no node to chase and no std::string built.
-// Immutable after construction, so safe to read from many threads.
+// Reads (find, for_each) are safe from many threads while nothing assigns.
 #pragma once
 #include <cstdint>
 #include <cstring>

@@ -1,5 +1,6 @@
 // WordCache<V>: a memo of word -> V (a model's result for a pre-tokenized word), as Hugging Face tokenizers'
-// BPE and Unigram keep one: running text repeats its words, so most are looked up rather than recomputed.
+// BPE and Unigram keep one: running text repeats its words, so most are looked up rather than recomputed. The
+// lookup is a TokenIndex probe (a flat table), not a node-based map's bucket chain.
 //
 // Contract: one cache per model object; find/insert are const and thread-safe because every thread has its own
 // table (thread_local, no lock on the hot path). A thread's table serves one model at a time: a thread that
@@ -10,7 +11,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/token_index.hpp"
 
 namespace encore::tok {
 
@@ -25,27 +28,27 @@ class WordCache {
   WordCache& operator=(const WordCache&) = delete;
 
   // compute(word), from this thread's table when it is there (and stored there when there is room). The
-  // reference is to the table's entry (valid until this thread uses the cache of another model) or, for a
-  // word not kept, to `scratch`.
+  // reference is to the table's entry or, for a word not kept, to `scratch`; valid until this thread's next get.
   template <class F>
   const V& get(std::string_view word, F&& compute, V& scratch) const {
     Table& t = table();
     if (word.size() <= kMaxWordBytes) {
-      if (auto it = t.words.find(word); it != t.words.end()) return it->second;
-      if (t.words.size() < kMaxWords) return t.words.emplace(std::string(word), compute(word)).first->second;
+      if (auto i = t.index.find(word)) return t.values[static_cast<size_t>(*i)];
+      if (t.values.size() < kMaxWords) {
+        t.values.push_back(compute(word));
+        t.index.assign(word, static_cast<int64_t>(t.values.size() - 1));
+        return t.values.back();
+      }
     }
     scratch = compute(word);
     return scratch;
   }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   struct Table {
     uint64_t owner = 0;
-    std::unordered_map<std::string, V, Hash, std::equal_to<>> words;
+    TokenIndex index;       // word -> position in values
+    std::vector<V> values;
   };
   uint64_t owner_;  // unique per cache object, never reused (an address could be)
 
@@ -56,7 +59,8 @@ class WordCache {
   Table& table() const {
     thread_local Table t;
     if (t.owner != owner_) {
-      t.words.clear();
+      t.index = TokenIndex();
+      t.values.clear();
       t.owner = owner_;
     }
     return t;
