@@ -288,7 +288,6 @@ void NormalizedString::map_bytes(const std::array<char32_t, 256>& table) {
     return b < 0x80 && table[b] == b;
   };
   if (std::all_of(normalized_.begin(), normalized_.end(), unchanged)) return;
-  materialize();
   std::string out;
   std::vector<Alignment> out_align;
   out.reserve(2 * normalized_.size());
@@ -298,10 +297,11 @@ void NormalizedString::map_bytes(const std::array<char32_t, 256>& table) {
     decode_utf8(normalized_, i, &len);
     const size_t before = out.size();
     for (size_t k = i; k < i + len; ++k) append_utf8(out, table[static_cast<unsigned char>(normalized_[k])]);
-    out_align.insert(out_align.end(), out.size() - before, alignments_[i]);
+    out_align.insert(out_align.end(), out.size() - before, alignment(i));
   }
   normalized_ = std::move(out);
   alignments_ = std::move(out_align);
+  positional_ = false;
 }
 
 void NormalizedString::prepend(std::string_view s) {

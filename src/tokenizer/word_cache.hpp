@@ -2,10 +2,10 @@
 // BPE and Unigram keep one: running text repeats its words, so most are looked up rather than recomputed. The
 // lookup is a TokenIndex probe (a flat table), not a node-based map's bucket chain.
 //
-// Contract: one cache per model object; find/insert are const and thread-safe because every thread has its own
+// Contract: one cache per model object; get() is const and thread-safe because every thread has its own
 // table (thread_local, no lock on the hot path). A thread's table serves one model at a time: a thread that
 // switches to another model starts that model's table afresh. At most kMaxWords words of at most kMaxWordBytes
-// bytes each are kept per thread (then it stops inserting, as HF's cache does): about a megabyte per thread.
+// bytes each are kept per thread (then it stops inserting, as HF's cache does): at most a few MB per thread.
 #pragma once
 #include <atomic>
 #include <cstdint>
