@@ -205,7 +205,6 @@ struct Router::Impl {
   serve::Engine& engine;
   ServeMetrics& metrics;
   std::atomic<int64_t> permits_used{0};
-  Json prompts = Json::object();  // the model's prompts (SentenceEncoder::prompts), as /info shows them
   int64_t vocab = 0, max_length = 0;
   std::string head;               // "", "sequence_classification"
   std::vector<std::string> labels;
@@ -216,8 +215,6 @@ struct Router::Impl {
     max_length = encoder->max_seq_length();
     head = encoder->model().info().head;
     labels = encoder->model().info().id2label;
-    // prompt_name's table: the library read config_sentence_transformers.json (a malformed one failed the load).
-    for (const auto& [name, text] : encoder->prompts()) prompts[name] = text;
   }
 
   bool is_classifier() const { return head == "sequence_classification"; }
@@ -280,16 +277,17 @@ struct Router::Impl {
     }
   }
 
+  // TEI's prompt_name: a prompt only when asked (the model's default_prompt_name is not applied), looked up by the
+  // library (an unknown name is a 422 naming the model's prompts).
   std::string prompt_of(const Json& body) const {
-    const std::string name = get_or<std::string>(body, "prompt_name", "");
-    if (name.empty()) return "";
-    if (!prompts.contains(name) || !prompts[name].is_string()) {
-      std::string known;
-      for (auto& [k, v] : prompts.items()) known += (known.empty() ? "" : ", ") + k;
-      fail(422, "prompt_name '" + name + "' is not one of the model's prompts (" +
-                    (known.empty() ? std::string("it has none") : known) + ")");
+    EncodeOptions named;
+    named.prompt_name = get_or<std::string>(body, "prompt_name", "");
+    if (named.prompt_name->empty()) return "";
+    try {
+      return encoder->resolve_prompt(named);
+    } catch (const UsageError& e) {
+      fail(422, e.what());
     }
-    return prompts[name].get<std::string>();
   }
 
   // Matryoshka slicing then L2 normalisation (TEI's order), with the library's normalize_rows.
@@ -605,7 +603,7 @@ struct Router::Impl {
               {"max_client_batch_size", config.max_client_batch_size},
               {"auto_truncate", config.auto_truncate},
               {"tokenization_workers", config.io_threads},
-              {"prompts", prompts},
+              {"prompts", encoder->prompts()},
               {"version", "0.1.0"},
               {"sha", nullptr},
               {"docker_label", nullptr},

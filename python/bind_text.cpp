@@ -69,6 +69,15 @@ std::pair<std::string, std::string> text_pair(const py::handle& item, const std:
   return {utf8_text(seq[0], what + "[0]"), utf8_text(seq[1], what + "[1]")};
 }
 
+// truncate_dim from Python: None is 0 (keep every dimension); otherwise a positive count (the upper bound is the
+// model's, checked by SentenceEncoder::set_truncate_dim / encode).
+int64_t truncate_dim_arg(const py::object& dims) {
+  if (dims.is_none()) return 0;
+  const int64_t d = dims.cast<int64_t>();
+  if (d < 1) throw encore::UsageError("truncate_dim must be a positive number of dimensions, got " + std::to_string(d));
+  return d;
+}
+
 encore::PredictOptions predict_options(int64_t batch_size, bool apply_softmax, bool activation) {
   if (batch_size < 1 || batch_size > (1 << 16))
     throw encore::UsageError("batch_size must be in 1..65536, got " + std::to_string(batch_size));
@@ -223,9 +232,7 @@ void bind_text(py::module_& m) {
       .def(py::init([](const py::object& path, const std::string& dtype, const py::object& truncate_dim) {
              std::string dir = path.is_none() ? encore::default_model_dir() : py::str(path).cast<std::string>();
              const encore::DType d = encore::parse_dtype(dtype);
-             const int64_t dims = truncate_dim.is_none() ? 0 : truncate_dim.cast<int64_t>();
-             if (!truncate_dim.is_none() && dims < 1)
-               throw encore::UsageError("truncate_dim must be a positive number of dimensions, got " + std::to_string(dims));
+             const int64_t dims = truncate_dim_arg(truncate_dim);
              py::gil_scoped_release nogil;
              encore::SentenceEncoder enc = encore::SentenceEncoder::load(dir, d);
              enc.set_truncate_dim(dims);
@@ -266,12 +273,7 @@ void bind_text(py::module_& m) {
             if (self.truncate_dim() == 0) return py::none();
             return py::int_(self.truncate_dim());
           },
-          [](encore::SentenceEncoder& self, const py::object& dims) {
-            if (!dims.is_none() && dims.cast<int64_t>() < 1)
-              throw encore::UsageError("truncate_dim must be a positive number of dimensions, got " +
-                                       std::to_string(dims.cast<int64_t>()));
-            self.set_truncate_dim(dims.is_none() ? 0 : dims.cast<int64_t>());
-          },
+          [](encore::SentenceEncoder& self, const py::object& dims) { self.set_truncate_dim(truncate_dim_arg(dims)); },
           "dimensions kept by encode() (None: all)")
       .def("get_sentence_embedding_dimension", &encore::SentenceEncoder::dimension,
            "the embedding size (number of floats per text)")

@@ -31,6 +31,11 @@ struct PredictOptions {
   bool activation = true;  // false: the raw logits
 };
 
+// One pair's logits (num_labels of them) turned into scores in place: the activation on each, then, when
+// softmax and num_labels > 1, softmax(x)_l = exp(x_l - max x) / sum_k exp(x_k - max x) over them. What
+// predict() applies per row, and what encore serve's /predict and /rerank apply (TEI's sigmoid-or-softmax).
+void score_logits(float* logits, int64_t num_labels, ScoreActivation activation, bool softmax);
+
 struct RankedDocument {
   int64_t corpus_id = 0;  // index into the documents given
   float score = 0.f;

@@ -40,16 +40,20 @@ ScoreActivation read_activation(const std::string& model_dir, int64_t num_labels
   return num_labels == 1 ? ScoreActivation::sigmoid : ScoreActivation::identity;
 }
 
-float activate(float x, ScoreActivation a) {
-  switch (a) {
-    case ScoreActivation::sigmoid: return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(x))));
-    case ScoreActivation::tanh: return std::tanh(x);
-    case ScoreActivation::identity: break;
-  }
-  return x;
-}
-
 }  // namespace
+
+void score_logits(float* logits, int64_t num_labels, ScoreActivation activation, bool softmax) {
+  for (int64_t l = 0; l < num_labels; ++l) {
+    const double x = logits[l];
+    if (activation == ScoreActivation::sigmoid) logits[l] = static_cast<float>(1.0 / (1.0 + std::exp(-x)));
+    if (activation == ScoreActivation::tanh) logits[l] = static_cast<float>(std::tanh(x));
+  }
+  if (!softmax || num_labels < 2) return;
+  const double mx = *std::max_element(logits, logits + num_labels);
+  double sum = 0;
+  for (int64_t l = 0; l < num_labels; ++l) sum += std::exp(logits[l] - mx);
+  for (int64_t l = 0; l < num_labels; ++l) logits[l] = static_cast<float>(std::exp(logits[l] - mx) / sum);
+}
 
 CrossEncoder::CrossEncoder(SentenceEncoder encoder, ScoreActivation activation)
     : encoder_(std::move(encoder)), activation_(activation) {}
@@ -86,14 +90,7 @@ Tensor CrossEncoder::predict(const std::vector<std::pair<std::string, std::strin
     for (size_t i = 0; i < rows.size(); ++i) {
       float* row = out + rows[i] * L;
       std::copy_n(logits.data<float>() + i * L, L, row);
-      if (!options.activation) continue;
-      for (int64_t l = 0; l < L; ++l) row[l] = activate(row[l], activation_);
-      if (options.apply_softmax && L > 1) {  // softmax(x)_l = exp(x_l - max x) / sum_k exp(x_k - max x)
-        const float mx = *std::max_element(row, row + L);
-        double sum = 0;
-        for (int64_t l = 0; l < L; ++l) sum += std::exp(static_cast<double>(row[l]) - mx);
-        for (int64_t l = 0; l < L; ++l) row[l] = static_cast<float>(std::exp(static_cast<double>(row[l]) - mx) / sum);
-      }
+      if (options.activation) score_logits(row, L, activation_, options.apply_softmax);
     }
   });
   return scores;

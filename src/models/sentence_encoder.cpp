@@ -245,12 +245,9 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
   if (n == 0) return keep_dims ? Tensor::zeros({0, keep_dims}) : result;
   const bool normalize = opt.normalize.value_or(m.normalize);
   const std::string prompt = resolve_prompt(opt);
-  const std::vector<std::string> prompted = prompt.empty() ? std::vector<std::string>() : [&] {
-    std::vector<std::string> v;
-    v.reserve(texts.size());
-    for (const auto& t : texts) v.push_back(prompt + t);
-    return v;
-  }();
+  std::vector<std::string> prompted;  // the texts behind the prompt (sentence-transformers prepends it)
+  if (!prompt.empty())
+    for (const auto& t : texts) prompted.push_back(prompt + t);
   const std::vector<std::string>& inputs = prompt.empty() ? texts : prompted;
 
   // Tokenize everything once (truncated, unpadded), then batch by length so padding is minimal.

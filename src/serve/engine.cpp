@@ -7,6 +7,7 @@
 #include <cstring>
 #include <future>
 
+#include "encore/cross_encoder.hpp"
 #include "encore/error.hpp"
 #include "encore/runtime.hpp"
 
@@ -18,18 +19,11 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 }  // namespace
 
 std::vector<float> classification_scores(const std::vector<float>& logits, bool raw) {
-  if (raw || logits.empty()) return logits;
-  std::vector<float> out(logits.size());
-  if (logits.size() == 1) {  // sigmoid(x) = 1 / (1 + exp(-x))
-    out[0] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[0]))));
-    return out;
-  }
-  // softmax(x)_i = exp(x_i - max x) / sum_j exp(x_j - max x)
-  const double mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float x : logits) sum += std::exp(x - mx);
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<float>(std::exp(logits[i] - mx) / sum);
-  return out;
+  std::vector<float> scores = logits;
+  if (raw) return scores;
+  const int64_t n = static_cast<int64_t>(scores.size());
+  score_logits(scores.data(), n, n == 1 ? ScoreActivation::sigmoid : ScoreActivation::identity, /*softmax=*/true);
+  return scores;
 }
 
 struct Engine::Job {
