@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "apps/common.hpp"
+#include "encore/embedding_quantization.hpp"
 #include "encore/files.hpp"
 #include "encore/runtime.hpp"
 #include "encore/records.hpp"
@@ -44,6 +45,8 @@ struct EmbedArgs {
   std::string shard;     // "I/N" (embed only)
   int64_t block = 1024;  // records encoded together (embed only)
   bool resume = false;   // (embed only)
+  std::string precision = "float32";  // (embed only) sentence-transformers' quantize_embeddings precisions
+  std::string calibration;            // (embed only) texts whose embeddings set the int8/uint8 buckets
 };
 
 
@@ -80,6 +83,13 @@ void validate(const EmbedArgs& a, CLI::App* cmd) {
   ENCORE_CHECK_AS(UsageError, f != OutputFormat::npy || to_file, "--format npy needs an output file (-o FILE.npy)");
   ENCORE_CHECK_AS(UsageError, !a.resume || (f == OutputFormat::jsonl && to_file),
                   "--resume needs a .jsonl output (-o FILE.jsonl), which is written block by block");
+  const EmbeddingPrecision p = parse_embedding_precision(a.precision);
+  const bool bucketed = p == EmbeddingPrecision::int8 || p == EmbeddingPrecision::uint8;
+  ENCORE_CHECK_AS(UsageError, !bucketed || !a.calibration.empty(), "--precision ", a.precision,
+                  " needs --calibration FILE: texts (one per line, ideally a sample of the corpus) whose embeddings "
+                  "set each dimension's range; records are written block by block, so the input itself cannot");
+  ENCORE_CHECK_AS(UsageError, bucketed || a.calibration.empty(),
+                  "--calibration only applies to --precision int8 or uint8");
 }
 
 void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
@@ -132,6 +142,13 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
         ->capture_default_str();
     cmd->add_flag("--resume", a.resume, "continue an interrupted run into the same .jsonl output: whole blocks "
                   "already written are kept, a torn tail is dropped (same input, --shard and --block needed)");
+    cmd->add_option("--precision", a.precision, "quantized embeddings as sentence-transformers' quantize_embeddings: "
+                    "int8 / uint8 (256 buckets per dimension, ranges from --calibration), binary / ubinary (signs "
+                    "packed 8 to a byte)")
+        ->check(CLI::IsMember({"float32", "int8", "uint8", "binary", "ubinary"}))
+        ->capture_default_str();
+    cmd->add_option("--calibration", a.calibration, "int8/uint8: a text file (one text per line) whose embeddings "
+                    "give each dimension's minimum and maximum");
   }
 }
 
@@ -189,10 +206,11 @@ class InputSource {
   std::optional<RecordReader> reader_;
 };
 
-// .npy v1.0 header for float32 (rows, cols), C order; the data follows it.
-std::string npy_header(int64_t rows, int64_t cols) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
-                       std::to_string(cols) + "), }";
+// .npy v1.0 header for (rows, cols) of float32, int8 or uint8, C order; the data follows it.
+std::string npy_header(DType dtype, int64_t rows, int64_t cols) {
+  const char* descr = dtype == DType::i8 ? "|i1" : dtype == DType::u8 ? "|u1" : "<f4";
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
   // Padded to 128 bytes in all (the format allows any multiple of 64): the header written first with 0 rows
   // and the final one have the same length.
   header.append(128 - 10 - 1 - header.size(), ' ');
@@ -218,30 +236,38 @@ std::string csv_cell(const std::string& s) {
 //   jsonl  one such object per line; a file is appended to and fsynced per block (include/encore/shard.hpp)
 //   csv    columns index, the input's columns (or text), embedding_0..embedding_{C-1}
 //   npy    float32 (rows, C), the row count written at the end (the stream must be a seekable file)
-// NaN/Inf (--allow-nonfinite) are null in JSON, nan/inf in CSV. Where the bytes go and how failed writes are
+// NaN/Inf (--allow-nonfinite) are null in JSON, nan/inf in CSV. Quantized embeddings (--precision) are integers
+// (npy: int8 or uint8). Where the bytes go and how failed writes are
 // reported is the caller's: stdout (checked by main), write_file_atomically, or a BlockAppender.
 class OutputSink {
  public:
-  OutputSink(std::ostream* out, BlockAppender* appender, OutputFormat format)
-      : out_(out), appender_(appender), format_(format) {}
+  OutputSink(std::ostream* out, BlockAppender* appender, OutputFormat format, DType dtype)
+      : out_(out), appender_(appender), format_(format), dtype_(dtype) {}
 
-  // The embeddings of items, the first of which is record `first_index` of the input.
+  // The embeddings of items (float32, or int8/uint8 quantized), the first of which is record `first_index`.
   void write(const std::vector<Item>& items, int64_t first_index, const Tensor& emb) {
     const int64_t C = emb.size(1);
-    const float* e = emb.data<float>();
     if (format_ == OutputFormat::npy) {
-      if (rows_ == 0) *out_ << npy_header(0, C);  // rewritten with the row count at the end
-      out_->write(reinterpret_cast<const char*>(e), static_cast<std::streamsize>(emb.numel() * sizeof(float)));
+      if (rows_ == 0) *out_ << npy_header(dtype_, 0, C);  // rewritten with the row count at the end
+      out_->write(static_cast<const char*>(emb.raw_data()),
+                  static_cast<std::streamsize>(emb.numel() * static_cast<int64_t>(dtype_size(dtype_))));
       rows_ += emb.size(0), cols_ = C;
       return;
     }
     std::string buf;
     char num[32];
-    auto number = [&](float v, const char* separator) {
-      if (std::isfinite(v) || format_ == OutputFormat::csv)
-        std::snprintf(num, sizeof num, "%s%.9g", separator, v);
-      else
-        std::snprintf(num, sizeof num, "%snull", separator);  // JSON has no NaN/Inf
+    auto number = [&](int64_t at, const char* separator) {
+      if (dtype_ == DType::i8) {
+        std::snprintf(num, sizeof num, "%s%d", separator, int{emb.data<int8_t>()[at]});
+      } else if (dtype_ == DType::u8) {
+        std::snprintf(num, sizeof num, "%s%d", separator, int{emb.data<uint8_t>()[at]});
+      } else {
+        const float v = emb.data<float>()[at];
+        if (std::isfinite(v) || format_ == OutputFormat::csv)
+          std::snprintf(num, sizeof num, "%s%.9g", separator, v);
+        else
+          std::snprintf(num, sizeof num, "%snull", separator);  // JSON has no NaN/Inf
+      }
       buf += num;
     };
     for (size_t i = 0; i < items.size(); ++i, ++rows_) {
@@ -258,7 +284,7 @@ class OutputSink {
         buf += index;
         if (it.fields.empty()) buf += "," + csv_cell(it.text);
         for (const RecordField& f : it.fields) buf += "," + csv_cell(f.value);
-        for (int64_t c = 0; c < C; ++c) number(e[i * C + c], ",");
+        for (int64_t c = 0; c < C; ++c) number(static_cast<int64_t>(i) * C + c, ",");
         buf += "\n";
         continue;
       }
@@ -268,7 +294,7 @@ class OutputSink {
       if (it.fields.empty()) buf += ", \"text\": " + json_text(it.text);
       for (const RecordField& f : it.fields) buf += ", " + json_text(f.name) + ": " + f.json;
       buf += ", \"embedding\": [";
-      for (int64_t c = 0; c < C; ++c) number(e[i * C + c], c ? ", " : "");
+      for (int64_t c = 0; c < C; ++c) number(static_cast<int64_t>(i) * C + c, c ? ", " : "");
       buf += lines ? "]}\n" : "]}";
     }
     if (appender_) {
@@ -280,14 +306,14 @@ class OutputSink {
     out_->flush();  // a reader on the other end of a pipe sees each block as soon as it is embedded
   }
 
-  // dimension: the embedding size, for the header of an empty .npy (an empty shard is a (0, C) array).
-  void finish(int64_t dimension) {
+  // width: values per embedding, for the header of an empty .npy (an empty shard is a (0, width) array).
+  void finish(int64_t width) {
     if (appender_) return;
     if (format_ == OutputFormat::json) *out_ << (rows_ ? "\n]\n" : "[]\n");
     if (format_ == OutputFormat::npy) {
-      if (rows_ == 0) *out_ << npy_header(0, cols_ = dimension);
+      if (rows_ == 0) *out_ << npy_header(dtype_, 0, cols_ = width);
       out_->seekp(0);
-      *out_ << npy_header(rows_, cols_);  // same length: the header is padded to 128 bytes either way
+      *out_ << npy_header(dtype_, rows_, cols_);  // same length: the header is padded to 128 bytes either way
       out_->seekp(0, std::ios::end);
     }
     out_->flush();
@@ -297,6 +323,7 @@ class OutputSink {
   std::ostream* out_;
   BlockAppender* appender_;
   OutputFormat format_;
+  DType dtype_;
   int64_t rows_ = 0, cols_ = 0;
 };
 
@@ -386,8 +413,17 @@ void register_embed(CLI::App& app) {
     }
     const int64_t start = e.resume ? resume_jsonl(e.output, range, block) : range.begin;
     if (e.resume && start == range.end) return;  // a resumed run that had finished
+    const EmbeddingPrecision precision = parse_embedding_precision(e.precision);
     auto embed_into = [&](OutputSink& sink) {
       SentenceEncoder enc = load_encoder(e);
+      Tensor ranges;  // int8/uint8: the calibration texts' per-dimension minimum and maximum
+      if (!e.calibration.empty()) {
+        std::vector<std::string> sample;
+        RecordReader reader(e.calibration, RecordFormat::text,
+                            RecordReader::Options{.allow_non_objects = false, .what = "calibration file"});
+        for (Record r; reader.next(r);) sample.push_back(reader.field(r, "text"));
+        ranges = quantization_ranges(run_encoder(enc, sample, e, 0, static_cast<int64_t>(sample.size())));
+      }
       int64_t next = start;
       for (std::vector<Item> items;; next += static_cast<int64_t>(items.size())) {
         if (stream) {
@@ -399,7 +435,9 @@ void register_embed(CLI::App& app) {
         if (items.empty()) break;
         std::vector<std::string> texts;
         for (const Item& it : items) texts.push_back(it.text);
-        sink.write(items, next, run_encoder(enc, texts, e, next - range.begin, stream ? -1 : range.size()));
+        const Tensor emb = run_encoder(enc, texts, e, next - range.begin, stream ? -1 : range.size());
+        sink.write(items, next, precision == EmbeddingPrecision::float32 ? emb
+                                                                         : quantize_embeddings(emb, precision, ranges));
       }
       if (stream && !e.quiet && isatty(STDERR_FILENO) && next) std::fprintf(stderr, "\n");
       if (stream && next == 0) {  // `encore embed` with nothing given and nothing piped in is a usage error
@@ -408,21 +446,22 @@ void register_embed(CLI::App& app) {
                            "empty)");
         throw InputError("standard input holds no texts");
       }
-      sink.finish(enc.dimension());
+      const bool packed = precision == EmbeddingPrecision::binary || precision == EmbeddingPrecision::ubinary;
+      sink.finish(packed ? (enc.dimension() + 7) / 8 : enc.dimension());
     };
     if (e.output.empty() || e.output == "-") {
-      OutputSink sink(&std::cout, nullptr, format);  // main checks that stdout was written
+      OutputSink sink(&std::cout, nullptr, format, embedding_precision_dtype(precision));  // main checks that stdout was written
       embed_into(sink);
     } else if (format == OutputFormat::jsonl) {
       BlockAppender out(e.output, /*truncate=*/!e.resume);  // appended and fsynced block by block (--resume)
-      OutputSink sink(nullptr, &out, format);
+      OutputSink sink(nullptr, &out, format, embedding_precision_dtype(precision));
       embed_into(sink);
       out.close();
     } else {
       // A temporary file renamed over the target at the end: an existing output is never left half-written,
       // a failed write leaves nothing behind.
       write_file_atomically(e.output, [&](std::ostream& os) {
-        OutputSink sink(&os, nullptr, format);
+        OutputSink sink(&os, nullptr, format, embedding_precision_dtype(precision));
         embed_into(sink);
       });
     }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "encore/cross_encoder.hpp"
+#include "encore/embedding_quantization.hpp"
 #include "encore/sentence_encoder.hpp"
 #include "encore/tokenizer.hpp"
 #include "numpy_convert.hpp"
@@ -26,9 +27,35 @@ void to_char_offsets(encore::Encoding& e, std::string_view first, std::string_vi
   for (size_t i = 0; i < e.size(); ++i) e.offsets[i] = (e.sequence_ids.size() > i && e.sequence_ids[i] == 1) ? b[ib++] : a[ia++];
 }
 
-py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::object& sentences, int64_t batch_size,
-                                 const py::object& normalize_embeddings, bool truncate, bool allow_nonfinite,
-                                 const py::object& prompt_name, const py::object& prompt, const py::object& truncate_dim) {
+// show_progress_bar: "Batches: done/total texts" on sys.stderr, rewritten in place (as tqdm's line); always a
+// chance for Ctrl-C between batches.
+std::function<void(int64_t, int64_t)> progress_reporter(bool show) {
+  return [show](int64_t done, int64_t total) {
+    check_python_signals();
+    if (!show) return;
+    py::gil_scoped_acquire gil;
+    py::object err = py::module_::import("sys").attr("stderr");
+    err.attr("write")("\rBatches: " + std::to_string(done) + "/" + std::to_string(total) + " texts" +
+                      (done == total ? "\n" : ""));
+    err.attr("flush")();
+  };
+}
+
+// The float32 rows as the caller asked: a numpy array, a list of per-text arrays (convert_to_numpy=False), or a
+// torch tensor (convert_to_tensor=True; torch is only imported then).
+py::object sentence_output(const Tensor& rows, bool single, bool convert_to_numpy, bool convert_to_tensor) {
+  py::object arr = to_numpy(rows);
+  if (convert_to_tensor) arr = py::module_::import("torch").attr("from_numpy")(arr);
+  if (single) return arr.attr("__getitem__")(0);
+  if (convert_to_tensor || convert_to_numpy) return arr;
+  return py::list(arr);
+}
+
+py::object encode_python(const encore::SentenceEncoder& self, const py::object& sentences, int64_t batch_size,
+                         const py::object& normalize_embeddings, bool truncate, bool allow_nonfinite,
+                         const py::object& prompt_name, const py::object& prompt, const py::object& truncate_dim,
+                         const py::object& output_value, const std::string& precision_name, bool convert_to_numpy,
+                         bool convert_to_tensor, const py::object& show_progress_bar) {
   const bool single = py::isinstance<py::str>(sentences);
   std::vector<std::string> texts;
   if (single) {
@@ -42,6 +69,10 @@ py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::
   }
   if (batch_size < 1 || batch_size > (1 << 16))
     throw encore::UsageError("encode: batch_size must be in 1..65536, got " + std::to_string(batch_size));
+  const std::string output = output_value.is_none() ? "None" : utf8_text(output_value, "encode: output_value");
+  if (output != "sentence_embedding" && output != "token_embeddings")
+    throw encore::UsageError("encode: output_value must be 'sentence_embedding' or 'token_embeddings', got " + output);
+  const encore::EmbeddingPrecision precision = encore::parse_embedding_precision(precision_name);
   encore::EncodeOptions opt;
   opt.allow_nonfinite = allow_nonfinite;
   opt.batch_size = batch_size;
@@ -50,14 +81,28 @@ py::array_t<float> encode_python(const encore::SentenceEncoder& self, const py::
   if (!prompt_name.is_none()) opt.prompt_name = utf8_text(prompt_name, "encode: prompt_name");
   if (!prompt.is_none()) opt.prompt = utf8_text(prompt, "encode: prompt");
   if (!truncate_dim.is_none()) opt.truncate_dim = truncate_dim.cast<int64_t>();
-  opt.progress = [](int64_t, int64_t) { check_python_signals(); };
-  Tensor out;
+  opt.progress = progress_reporter(!show_progress_bar.is_none() && show_progress_bar.cast<bool>());
+
+  if (output == "token_embeddings") {
+    // sentence-transformers returns one (tokens, hidden) matrix per text; quantized, all of them share the
+    // per-dimension buckets of their concatenation (its calibration), so the call's tokens are quantized together.
+    std::vector<Tensor> tokens;
+    {
+      py::gil_scoped_release nogil;
+      tokens = self.encode_token_embeddings(texts, opt);
+      if (precision != encore::EmbeddingPrecision::float32) tokens = encore::quantize_embeddings(tokens, precision);
+    }
+    py::list out;
+    for (const Tensor& t : tokens) out.append(to_numpy(t));
+    return single ? out[0] : py::object(out);
+  }
+  Tensor rows;
   {
     py::gil_scoped_release nogil;
-    out = self.encode(texts, opt);
+    rows = self.encode(texts, opt);
+    if (precision != encore::EmbeddingPrecision::float32) rows = encore::quantize_embeddings(rows, precision);
   }
-  py::object arr = to_numpy(out);
-  return py::array_t<float>::ensure(single ? arr.attr("__getitem__")(0) : arr);
+  return sentence_output(rows, single, convert_to_numpy, convert_to_tensor);
 }
 
 // One (first, second) pair from a Python 2-sequence of str.
@@ -220,6 +265,38 @@ void bind_text(py::module_& m) {
   m.def("set_default_model_dir", &encore::set_default_model_dir, py::arg("path"),
         "Sets the directory default_model_dir() returns when $ENCORE_MODEL is unset ('' clears it).");
 
+  m.def(
+      "quantize_embeddings",
+      [](const py::object& embeddings, const std::string& precision_name, const py::object& ranges,
+         const py::object& calibration_embeddings) -> py::object {
+        const encore::EmbeddingPrecision precision = encore::parse_embedding_precision(precision_name);
+        Tensor r;
+        if (!ranges.is_none()) {
+          r = float_tensor(ranges, "quantize_embeddings: ranges");
+        } else if (!calibration_embeddings.is_none()) {
+          const Tensor calibration = float_tensor(calibration_embeddings, "quantize_embeddings: calibration_embeddings");
+          if (precision == encore::EmbeddingPrecision::int8 || precision == encore::EmbeddingPrecision::uint8)
+            r = encore::quantization_ranges(calibration);
+        }
+        if (py::isinstance<py::list>(embeddings)) {  // multi-vector: one matrix per document, shared buckets
+          std::vector<Tensor> matrices;
+          for (auto item : embeddings)
+            matrices.push_back(float_tensor(item, "quantize_embeddings: embeddings[i]"));
+          py::list out;
+          for (const Tensor& q : encore::quantize_embeddings(matrices, precision, r)) out.append(to_numpy(q));
+          return out;
+        }
+        return to_numpy(encore::quantize_embeddings(float_tensor(embeddings, "quantize_embeddings: embeddings"),
+                                                    precision, r));
+      },
+      py::arg("embeddings"), py::arg("precision"), py::arg("ranges") = py::none(),
+      py::arg("calibration_embeddings") = py::none(),
+      "sentence-transformers' quantize_embeddings: float32 embeddings (n, dim), or a list of (tokens, dim) matrices, "
+      "to 'float32', 'int8' / 'uint8' (256 buckets per dimension between ranges[0] and ranges[1]; ranges (2, dim) "
+      "given, else the minimum and maximum of calibration_embeddings, else of the embeddings themselves) or "
+      "'binary' / 'ubinary' (x > 0 bits packed 8 to a byte, numpy.packbits order; binary is the byte - 128 as "
+      "int8).");
+
   py::class_<encore::SentenceEncoder>(m, "SentenceEncoder",
                                       "A sentence-transformers model directory (modules.json: Transformer, Pooling, "
                                       "Dense, Normalize) turning texts into embeddings with the numbers "
@@ -245,6 +322,9 @@ void bind_text(py::module_& m) {
       .def("encode", &encode_python, py::arg("sentences"), py::arg("batch_size") = 32,
            py::arg("normalize_embeddings") = py::none(), py::arg("truncate") = true, py::arg("allow_nonfinite") = false,
            py::arg("prompt_name") = py::none(), py::arg("prompt") = py::none(), py::arg("truncate_dim") = py::none(),
+           py::arg("output_value") = "sentence_embedding", py::arg("precision") = "float32",
+           py::arg("convert_to_numpy") = true, py::arg("convert_to_tensor") = false,
+           py::arg("show_progress_bar") = py::none(),
            "Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass "
            "(texts are sorted by length into batches; results in input order). normalize_embeddings: None follows "
            "the model (a Normalize module: unit L2 norm), True/False forces it (True also re-normalises truncated "
@@ -252,7 +332,14 @@ void bind_text(py::module_& m) {
            "a NaN/Inf output raises encore.NonFiniteError naming the module unless True. prompt_name / prompt: as "
            "sentence-transformers: the prompt (prompt, else prompts[prompt_name], else the model's "
            "default_prompt_name) is prepended to every text, and its tokens are left out of pooling when the Pooling "
-           "config says include_prompt=false. truncate_dim: keep the first N dimensions (default: the encoder's).")
+           "config says include_prompt=false. truncate_dim: keep the first N dimensions (default: the encoder's). "
+           "output_value: 'sentence_embedding', or 'token_embeddings' for a list of (tokens, hidden) arrays, one per "
+           "text (the Transformer's output; pooling, normalization and truncate_dim do not apply). precision: "
+           "'float32', or 'int8' / 'uint8' (256 buckets per dimension between the minimum and maximum over this "
+           "call's embeddings) / 'binary' / 'ubinary' (signs packed 8 to a byte) as sentence-transformers' "
+           "quantize_embeddings; see encore.quantize_embeddings to quantize with ranges from a calibration set. "
+           "convert_to_numpy=False: a list of per-text arrays; convert_to_tensor=True: a torch tensor (needs torch). "
+           "show_progress_bar: print 'Batches: done/total' to stderr.")
       .def_property_readonly(
           "prompts", [](const encore::SentenceEncoder& self) { return self.prompts(); },
           "config_sentence_transformers.json's prompts: {name: text}")

@@ -93,14 +93,25 @@ inline Tensor mask_tensor(const py::object& obj, const char* name) {
   throw encore::Error(std::string(name) + ": expected dtype bool or float32, got " + numpy_dtype_name(a));
 }
 
-// Zero-copy numpy view of a tensor; the capsule keeps the storage alive.
-inline py::object to_numpy(const Tensor& t_in) {
-  if (!t_in.defined()) return py::none();
-  Tensor t = t_in.contiguous();
+// Zero-copy numpy view of a tensor (float32, int8, uint8 or int64); the capsule keeps the storage alive.
+template <typename T>
+py::object numpy_view(const Tensor& t) {
   auto* keep = new Tensor(t);
   py::capsule owner(keep, [](void* p) { delete static_cast<Tensor*>(p); });
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  return py::array_t<float>(shape, t.data<float>(), owner);
+  return py::array_t<T>(shape, t.data<T>(), owner);
+}
+
+inline py::object to_numpy(const Tensor& t_in) {
+  if (!t_in.defined()) return py::none();
+  Tensor t = t_in.contiguous();
+  switch (t.dtype()) {
+    case DType::i8: return numpy_view<int8_t>(t);
+    case DType::u8: return numpy_view<uint8_t>(t);
+    case DType::i64: return numpy_view<int64_t>(t);
+    case DType::f32: return numpy_view<float>(t);
+    default: throw encore::Error(std::string("to_numpy: no numpy view for dtype ") + encore::dtype_name(t.dtype()));
+  }
 }
 
 inline nn::StateDict state_dict_from_python(const py::dict& d) {

@@ -79,6 +79,11 @@ class SentenceEncoder {
   static SentenceEncoder load(const std::string& model_dir, DType dtype = DType::f32);
 
   Tensor encode(const std::vector<std::string>& texts, const EncodeOptions& options = {}) const;  // (n, dimension)
+  // sentence-transformers' encode(output_value="token_embeddings"): per text, the Transformer module's output for
+  // each of its tokens, (tokens_i, hidden) float32 - special tokens and the prompt's tokens included, truncated as
+  // encode() truncates. Pooling, Dense, Normalize, normalize and truncate_dim do not apply to token vectors.
+  std::vector<Tensor> encode_token_embeddings(const std::vector<std::string>& texts,
+                                              const EncodeOptions& options = {}) const;
 
   // The texts as encode() tokenizes them: lower-cased if the pipeline says so, truncated to max_seq_length,
   // special tokens added, unpadded.
@@ -125,6 +130,12 @@ class SentenceEncoder {
 
  private:
   explicit SentenceEncoder(std::shared_ptr<Impl> impl);
+  // What encode() and encode_token_embeddings() share: the texts behind the options' prompt, length-checked when
+  // truncation is off, tokenized, run through encode_tokenized(to) in length-sorted batches (to.prompt_length set
+  // here); fn gets each batch's sequences, their rows in `texts` and the outputs; options.progress follows each.
+  void encode_batches(const std::vector<std::string>& texts, const EncodeOptions& options, TokenizedEncodeOptions to,
+                      const std::function<void(const std::vector<const Encoding*>& batch, const std::vector<int64_t>& rows,
+                                               const TokenizedEncodeOutput& out)>& fn) const;
   [[noreturn]] static void report_nonfinite(const Impl& m, const Tensor& ids, const Tensor& mask, const Tensor& types,
                                             bool normalize, int64_t batch);
   std::shared_ptr<Impl> impl_;

@@ -8,8 +8,8 @@ SentenceEncoder to LangChain, LlamaIndex and Haystack.
 import functools
 
 from ._encore import (AutoModel, CrossEncoder, Encoding, Error, SentenceEncoder, Tokenizer, __version__,
-                      default_model_dir, get_num_threads, manual_seed, memory_stats, runtime_info,
-                      set_default_model_dir, set_num_threads)
+                      default_model_dir, get_num_threads, manual_seed, memory_stats, quantize_embeddings,
+                      runtime_info, set_default_model_dir, set_num_threads)
 # The error classes (docs/errors.md): every exception encore raises is an encore.Error (a ValueError).
 from ._encore import InputError, InternalError, ModelFormatError, NonFiniteError, ResourceError, UsageError
 from . import nn
@@ -28,6 +28,6 @@ train_embedding = functools.partial(train, task="embedding")  # encore train --t
 
 __all__ = ["AutoModel", "CrossEncoder", "Encoding", "Error", "InputError", "InternalError", "ModelFormatError", "NonFiniteError",
            "ResourceError", "UsageError", "SentenceEncoder", "Tokenizer", "__version__", "default_model_dir",
-           "get_num_threads", "manual_seed", "memory_stats", "runtime_info", "set_default_model_dir",
+           "get_num_threads", "manual_seed", "memory_stats", "quantize_embeddings", "runtime_info", "set_default_model_dir",
            "set_num_threads", "nn", "functional", "losses", "optim", "train", "train_classifier", "train_embedding",
            "embedding_loss_backward"]

@@ -243,40 +243,70 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
   const int64_t keep_dims = opt.truncate_dim.value_or(m.truncate_dim);  // 0: all
   Tensor result = Tensor::zeros({n, m.dimension});
   if (n == 0) return keep_dims ? Tensor::zeros({0, keep_dims}) : result;
-  const bool normalize = opt.normalize.value_or(m.normalize);
-  const std::string prompt = resolve_prompt(opt);
-  std::vector<std::string> prompted;  // the texts behind the prompt (sentence-transformers prepends it)
-  if (!prompt.empty())
-    for (const auto& t : texts) prompted.push_back(prompt + t);
-  const std::vector<std::string>& inputs = prompt.empty() ? texts : prompted;
-
-  // Tokenize everything once (truncated, unpadded), then batch by length so padding is minimal.
-  if (!opt.truncate)
-    for (int64_t i = 0; i < n; ++i) {
-      const size_t length = m.tokenizer_whole->encode(m.do_lower_case ? unicode_lower(inputs[i]) : inputs[i], true).size();
-      ENCORE_CHECK(static_cast<int64_t>(length) <= m.max_seq_length, "text ", i, " is ", length,
-                   " tokens long, more than max_seq_length ", m.max_seq_length, " (truncation is off)");
-    }
-  const std::vector<Encoding> encodings = tokenize(inputs);
   TokenizedEncodeOptions to;
-  to.normalize = normalize;
-  to.allow_nonfinite = opt.allow_nonfinite;
-  to.prompt_length = prompt_length(prompt);
-  int64_t done = 0;
-  for_each_length_sorted_batch(encodings, opt.batch_size, [&](const std::vector<const Encoding*>& batch,
-                                                              const std::vector<int64_t>& rows) {
-    const Tensor emb = encode_tokenized(batch, to).embeddings;
-    const int64_t C = emb.size(1);
+  to.normalize = opt.normalize.value_or(m.normalize);
+  encode_batches(texts, opt, to, [&](const std::vector<const Encoding*>&, const std::vector<int64_t>& rows,
+                                     const TokenizedEncodeOutput& out) {
+    const int64_t C = out.embeddings.size(1);
     for (size_t i = 0; i < rows.size(); ++i)
-      std::copy_n(emb.data<float>() + i * C, C, result.data<float>() + rows[i] * C);
-    done += static_cast<int64_t>(rows.size());
-    if (opt.progress) opt.progress(done, n);
+      std::copy_n(out.embeddings.data<float>() + i * C, C, result.data<float>() + rows[i] * C);
   });
   if (keep_dims == 0 || keep_dims == m.dimension) return result;
   Tensor kept = Tensor::empty({n, keep_dims});
   for (int64_t i = 0; i < n; ++i)
     std::copy_n(result.data<float>() + i * m.dimension, keep_dims, kept.data<float>() + i * keep_dims);
   return opt.normalize.value_or(false) ? normalize_rows(kept) : kept;
+}
+
+void SentenceEncoder::encode_batches(
+    const std::vector<std::string>& texts, const EncodeOptions& opt, TokenizedEncodeOptions to,
+    const std::function<void(const std::vector<const Encoding*>&, const std::vector<int64_t>&,
+                             const TokenizedEncodeOutput&)>& fn) const {
+  const Impl& m = *impl_;
+  const std::string prompt = resolve_prompt(opt);
+  std::vector<std::string> prompted;  // the texts behind the prompt (sentence-transformers prepends it)
+  if (!prompt.empty())
+    for (const auto& t : texts) prompted.push_back(prompt + t);
+  const std::vector<std::string>& inputs = prompt.empty() ? texts : prompted;
+  if (!opt.truncate)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const size_t length = m.tokenizer_whole->encode(m.do_lower_case ? unicode_lower(inputs[i]) : inputs[i], true).size();
+      ENCORE_CHECK(static_cast<int64_t>(length) <= m.max_seq_length, "text ", i, " is ", length,
+                   " tokens long, more than max_seq_length ", m.max_seq_length, " (truncation is off)");
+    }
+  // Tokenize everything once (truncated, unpadded), then batch by length so padding is minimal.
+  const std::vector<Encoding> encodings = tokenize(inputs);
+  to.allow_nonfinite = opt.allow_nonfinite;
+  to.prompt_length = prompt_length(prompt);
+  const int64_t n = static_cast<int64_t>(texts.size());
+  int64_t done = 0;
+  for_each_length_sorted_batch(encodings, opt.batch_size, [&](const std::vector<const Encoding*>& batch,
+                                                              const std::vector<int64_t>& rows) {
+    fn(batch, rows, encode_tokenized(batch, to));
+    done += static_cast<int64_t>(rows.size());
+    if (opt.progress) opt.progress(done, n);
+  });
+}
+
+std::vector<Tensor> SentenceEncoder::encode_token_embeddings(const std::vector<std::string>& texts,
+                                                             const EncodeOptions& opt) const {
+  ENCORE_CHECK(opt.batch_size > 0, "batch_size must be positive, got ", opt.batch_size);
+  std::vector<Tensor> result(texts.size());
+  if (texts.empty()) return result;
+  TokenizedEncodeOptions to;
+  to.token_embeddings = true;
+  encode_batches(texts, opt, to, [&](const std::vector<const Encoding*>& batch, const std::vector<int64_t>& rows,
+                                     const TokenizedEncodeOutput& out) {
+    const Tensor& tokens = out.token_embeddings;  // (B, T, hidden), zero past each sequence's length
+    const int64_t T = tokens.size(1), H = tokens.size(2);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t length = static_cast<int64_t>(batch[i]->size());
+      Tensor own = Tensor::empty({length, H});
+      std::copy_n(tokens.data<float>() + static_cast<int64_t>(i) * T * H, length * H, own.data<float>());
+      result[rows[i]] = std::move(own);
+    }
+  });
+  return result;
 }
 
 TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const Encoding*>& sequences,

@@ -3,14 +3,12 @@ encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer m
 """
 from __future__ import annotations
 import collections.abc
-import numpy
-import numpy.typing
 import typing
 from . import nn
 from . import optim
 from . import losses
 from . import functional
-__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
     What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).
@@ -211,9 +209,9 @@ class SentenceEncoder:
         """
     def __repr__(self) -> str:
         ...
-    def encode(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, normalize_embeddings: typing.Any = None, truncate: bool = True, allow_nonfinite: bool = False, prompt_name: typing.Any = None, prompt: typing.Any = None, truncate_dim: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
+    def encode(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, normalize_embeddings: typing.Any = None, truncate: bool = True, allow_nonfinite: bool = False, prompt_name: typing.Any = None, prompt: typing.Any = None, truncate_dim: typing.Any = None, output_value: typing.Any = 'sentence_embedding', precision: str = 'float32', convert_to_numpy: bool = True, convert_to_tensor: bool = False, show_progress_bar: typing.Any = None) -> typing.Any:
         """
-        Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass (texts are sorted by length into batches; results in input order). normalize_embeddings: None follows the model (a Normalize module: unit L2 norm), True/False forces it (True also re-normalises truncated vectors). truncate: texts longer than max_seq_length tokens are cut (False: an error). allow_nonfinite: a NaN/Inf output raises encore.NonFiniteError naming the module unless True. prompt_name / prompt: as sentence-transformers: the prompt (prompt, else prompts[prompt_name], else the model's default_prompt_name) is prepended to every text, and its tokens are left out of pooling when the Pooling config says include_prompt=false. truncate_dim: keep the first N dimensions (default: the encoder's).
+        Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass (texts are sorted by length into batches; results in input order). normalize_embeddings: None follows the model (a Normalize module: unit L2 norm), True/False forces it (True also re-normalises truncated vectors). truncate: texts longer than max_seq_length tokens are cut (False: an error). allow_nonfinite: a NaN/Inf output raises encore.NonFiniteError naming the module unless True. prompt_name / prompt: as sentence-transformers: the prompt (prompt, else prompts[prompt_name], else the model's default_prompt_name) is prepended to every text, and its tokens are left out of pooling when the Pooling config says include_prompt=false. truncate_dim: keep the first N dimensions (default: the encoder's). output_value: 'sentence_embedding', or 'token_embeddings' for a list of (tokens, hidden) arrays, one per text (the Transformer's output; pooling, normalization and truncate_dim do not apply). precision: 'float32', or 'int8' / 'uint8' (256 buckets per dimension between the minimum and maximum over this call's embeddings) / 'binary' / 'ubinary' (signs packed 8 to a byte) as sentence-transformers' quantize_embeddings; see encore.quantize_embeddings to quantize with ranges from a calibration set. convert_to_numpy=False: a list of per-text arrays; convert_to_tensor=True: a torch tensor (needs torch). show_progress_bar: print 'Batches: done/total' to stderr.
         """
     def get_sentence_embedding_dimension(self) -> int:
         """
@@ -316,6 +314,10 @@ def manual_seed(seed: typing.SupportsInt | typing.SupportsIndex) -> None:
 def memory_stats() -> dict:
     """
     bytes held by encore's own tensors now and at peak (not mapped checkpoint weights, not prepared GEMM weights, not cached free blocks)
+    """
+def quantize_embeddings(embeddings: typing.Any, precision: str, ranges: typing.Any = None, calibration_embeddings: typing.Any = None) -> typing.Any:
+    """
+    sentence-transformers' quantize_embeddings: float32 embeddings (n, dim), or a list of (tokens, dim) matrices, to 'float32', 'int8' / 'uint8' (256 buckets per dimension between ranges[0] and ranges[1]; ranges (2, dim) given, else the minimum and maximum of calibration_embeddings, else of the embeddings themselves) or 'binary' / 'ubinary' (x > 0 bits packed 8 to a byte, numpy.packbits order; binary is the byte - 128 as int8).
     """
 def runtime_info() -> str:
     """
