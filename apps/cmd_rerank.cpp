@@ -29,14 +29,6 @@ struct RerankArgs {
   bool no_documents = false;
 };
 
-std::vector<std::string> read_documents(const RerankArgs& a, RecordFormat format) {
-  std::vector<std::string> docs = a.documents;
-  if (a.input.empty()) return docs;
-  RecordReader reader(a.input, format, {.what = "input file", .allow_pipe = true});
-  for (Record r; reader.next(r);) docs.push_back(reader.field(r, a.field));
-  return docs;
-}
-
 }  // namespace
 
 void register_rerank(CLI::App& app) {
@@ -60,7 +52,7 @@ void register_rerank(CLI::App& app) {
     const RecordFormat format = checked_input_format(*cmd, a.input, a.input_format, a.field);
     apply_threads(a.threads);
     const CrossEncoder ce = CrossEncoder::load(a.model, parse_dtype(a.dtype));
-    const std::vector<std::string> docs = read_documents(a, format);
+    const std::vector<std::string> docs = read_input_texts(a.documents, a.input, format, a.field);
     ENCORE_CHECK_AS(UsageError, !docs.empty(), "nothing to rank: give documents as arguments or with -i FILE");
     PredictOptions opt;
     opt.batch_size = a.batch_size;

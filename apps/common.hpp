@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "encore/error.hpp"
 #include "encore/memory_plan.hpp"
@@ -55,6 +56,10 @@ void add_input_options(CLI::App& cmd, std::string& input, std::string& input_for
 // The input's format from those options; refuses --field/--input-format without -i, and --field on plain text.
 RecordFormat checked_input_format(const CLI::App& cmd, const std::string& input, const std::string& input_format,
                                   const std::string& field, bool jsonl_alias = false);
+// The texts given as arguments, then the records of -i FILE (their `field` in JSONL/CSV; '-' = stdin), in order:
+// the input of `rerank` and `ner`.
+std::vector<std::string> read_input_texts(std::vector<std::string> texts, const std::string& input, RecordFormat format,
+                                          const std::string& field);
 // "encore: note: ..." on stderr: what the CLI changed from what was asked.
 template <typename... Args>
 void note(const Args&... args) {
@@ -71,5 +76,6 @@ void register_accuracy(CLI::App& app);
 void register_train(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_rerank(CLI::App& app);
+void register_ner(CLI::App& app);
 
 }  // namespace encore::cli

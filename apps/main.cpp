@@ -117,6 +117,14 @@ RecordFormat checked_input_format(const CLI::App& cmd, const std::string& input,
   return f;
 }
 
+std::vector<std::string> read_input_texts(std::vector<std::string> texts, const std::string& input, RecordFormat format,
+                                          const std::string& field) {
+  if (input.empty()) return texts;
+  RecordReader reader(input, format, {.what = "input file", .allow_pipe = true});
+  for (Record r; reader.next(r);) texts.push_back(reader.field(r, field));
+  return texts;
+}
+
 std::unique_ptr<nn::TransformerEncoder> build_encoder(const StackOptions& o) {
   apply_threads(o.threads);
   nn::manual_seed(o.seed);
@@ -207,6 +215,7 @@ int main(int argc, char** argv) {
   encore::cli::register_train(app);
   encore::cli::register_serve(app);
   encore::cli::register_rerank(app);
+  encore::cli::register_ner(app);
   try {
     try {
       app.parse(argc, argv);

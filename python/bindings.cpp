@@ -434,6 +434,7 @@ PYBIND11_MODULE(_encore, m) {
   // After encore.nn: their signatures name nn.Module, which must be registered first (help() and the stubs).
   bind_models(m);
   bind_text(m);
+  bind_token_classifier(m);
   bind_train(m);
   bind_functional(m);
 }

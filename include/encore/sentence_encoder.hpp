@@ -157,6 +157,13 @@ Tensor pool_tokens(const Tensor& x, const Tensor& attention_mask, const PoolingC
 Tensor pool_tokens_backward(const Tensor& d_pooled, const Tensor& x, const Tensor& attention_mask,
                             const PoolingConfig& config, int64_t prompt_length = 0);
 
+// Sequences (each 1..model.max_sequence_length() tokens) as one right-padded (B, T) batch, T the longest: ids
+// (the model's pad_token_id where padded), attention mask 1/0, token types (0 where padded).
+struct PaddedBatch {
+  Tensor input_ids, attention_mask, token_type_ids;
+};
+PaddedBatch pad_batch(const std::vector<const Encoding*>& sequences, const AutoModel& model);
+
 // Sequences in batches of at most batch_size, longest first (ties in input order), so each batch holds little
 // padding: fn(batch, rows) gets the batch's sequences and their indices in `sequences` (the caller puts its row
 // results back in input order). What encode() and CrossEncoder::predict() batch by.

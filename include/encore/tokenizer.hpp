@@ -76,6 +76,15 @@ class Tokenizer {
   std::vector<Encoding> encode_pair_batch(const std::vector<std::pair<std::string, std::string>>& pairs,
                                           bool add_special_tokens = true) const;
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = true) const;
+  // Token strings (as Encoding::tokens holds them) through the decoder, joined: tokenizers' Decoder.decode and
+  // transformers' convert_tokens_to_string; " ".join(tokens) when the tokenizer has no decoder. A string that is
+  // no vocabulary token goes through the decoder as it is (ByteLevel keeps its bytes when a char is unmapped).
+  std::string decode_tokens(std::vector<std::string> tokens) const;
+  // The model's continuing-subword prefix ("##" for WordPiece; BPE's when tokenizer.json sets one), as the Python
+  // model's `continuing_subword_prefix`; nullopt for Unigram, WordLevel and BPE without one.
+  std::optional<std::string> continuing_subword_prefix() const;
+  // The id of the model's unknown token (WordPiece/WordLevel/BPE unk_token, Unigram unk_id), when it has one.
+  std::optional<int64_t> unk_token_id() const;
 
   void set_truncation(std::optional<TruncationOptions> options);
   void set_padding(std::optional<PaddingOptions> options);

@@ -317,29 +317,7 @@ TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const 
   ENCORE_CHECK(!options.logits || m.model->info().head == "sequence_classification",
                "encode_tokenized: the model has no sequence-classification head (it is ",
                m.model->info().architecture, ")");
-  int64_t T = 1;
-  for (int64_t i = 0; i < B; ++i) {
-    ENCORE_CHECK(sequences[i] && !sequences[i]->ids.empty(), "encode_tokenized: sequence ", i, " is empty");
-    T = std::max<int64_t>(T, sequences[i]->size());
-  }
-  ENCORE_CHECK(T <= m.model->max_sequence_length(), "encode_tokenized: a sequence has ", T,
-               " tokens, more than the model's ", m.model->max_sequence_length());
-  // The pad id only fills masked positions; it matters for RoBERTa-style position ids, which count non-pad ids.
-  const int64_t pad_id = m.model->info().pad_token_id;
-  Tensor ids = Tensor::empty({B, T}, DType::i64);
-  Tensor mask = Tensor::zeros({B, T}, DType::i64), types = Tensor::zeros({B, T}, DType::i64);
-  int64_t* pi = ids.data<int64_t>();
-  int64_t* pm = mask.data<int64_t>();
-  int64_t* pt = types.data<int64_t>();
-  for (int64_t i = 0; i < B; ++i) {
-    const Encoding& e = *sequences[i];
-    for (int64_t t = 0; t < T; ++t) {
-      const bool real = t < static_cast<int64_t>(e.size());
-      pi[i * T + t] = real ? e.ids[t] : pad_id;
-      pm[i * T + t] = real ? 1 : 0;
-      pt[i * T + t] = real && t < static_cast<int64_t>(e.type_ids.size()) ? e.type_ids[t] : 0;
-    }
-  }
+  const auto [ids, mask, types] = pad_batch(sequences, *m.model);
   ForwardOptions fo;
   fo.compute_logits = options.logits;
   ModelOutput out = m.model->forward(ids, mask, types, fo);
@@ -379,6 +357,34 @@ void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const T
     if (!all_finite(emb)) throw nonfinite_in("Dense module " + std::to_string(i));
   }
   throw nonfinite_in(normalize ? "the L2 normalisation" : "the output");
+}
+
+PaddedBatch pad_batch(const std::vector<const Encoding*>& sequences, const AutoModel& model) {
+  const int64_t B = static_cast<int64_t>(sequences.size());
+  ENCORE_CHECK(B > 0, "pad_batch: no sequences");
+  int64_t T = 1;
+  for (int64_t i = 0; i < B; ++i) {
+    ENCORE_CHECK(sequences[i] && !sequences[i]->ids.empty(), "pad_batch: sequence ", i, " is empty");
+    T = std::max<int64_t>(T, sequences[i]->size());
+  }
+  ENCORE_CHECK(T <= model.max_sequence_length(), "pad_batch: a sequence has ", T, " tokens, more than the model's ",
+               model.max_sequence_length());
+  // The pad id only fills masked positions; it matters for RoBERTa-style position ids, which count non-pad ids.
+  const int64_t pad_id = model.info().pad_token_id;
+  PaddedBatch p{Tensor::empty({B, T}, DType::i64), Tensor::zeros({B, T}, DType::i64), Tensor::zeros({B, T}, DType::i64)};
+  int64_t* pi = p.input_ids.data<int64_t>();
+  int64_t* pm = p.attention_mask.data<int64_t>();
+  int64_t* pt = p.token_type_ids.data<int64_t>();
+  for (int64_t i = 0; i < B; ++i) {
+    const Encoding& e = *sequences[i];
+    for (int64_t t = 0; t < T; ++t) {
+      const bool real = t < static_cast<int64_t>(e.size());
+      pi[i * T + t] = real ? e.ids[t] : pad_id;
+      pm[i * T + t] = real ? 1 : 0;
+      pt[i * T + t] = real && t < static_cast<int64_t>(e.type_ids.size()) ? e.type_ids[t] : 0;
+    }
+  }
+  return p;
 }
 
 void for_each_length_sorted_batch(

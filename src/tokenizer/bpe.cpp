@@ -89,6 +89,8 @@ class BPE final : public Model {
   std::optional<std::string> id_to_token(int64_t id) const override { return vocab_.token(id); }
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.to_id.size()); }
   std::string type() const override { return "BPE"; }
+  std::optional<std::string> continuing_subword_prefix() const override { return prefix_; }
+  std::optional<int64_t> unk_token_id() const override { return unk_ ? vocab_.find(*unk_) : std::nullopt; }
 
  private:
   struct Piece {  // a token of a merged word: its id and its byte length in the word

@@ -83,6 +83,11 @@ class Model {
   virtual std::optional<std::string> id_to_token(int64_t id) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual std::string type() const = 0;
+  // The prefix marking a word's continuation tokens ("##" for WordPiece; BPE's when set), as the Python model's
+  // `continuing_subword_prefix` attribute (None for the models without one).
+  virtual std::optional<std::string> continuing_subword_prefix() const { return std::nullopt; }
+  // The id unknown input maps to, when the model has one.
+  virtual std::optional<int64_t> unk_token_id() const { return std::nullopt; }
 };
 
 class PostProcessor {

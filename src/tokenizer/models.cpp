@@ -90,6 +90,8 @@ class WordPiece final : public Model {
   std::optional<std::string> id_to_token(int64_t id) const override { return vocab_.token(id); }
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.to_id.size()); }
   std::string type() const override { return "WordPiece"; }
+  std::optional<std::string> continuing_subword_prefix() const override { return prefix_; }
+  std::optional<int64_t> unk_token_id() const override { return vocab_.find(unk_); }
 
  private:
   Vocab vocab_;
@@ -125,6 +127,7 @@ class WordLevel final : public Model {
   std::optional<std::string> id_to_token(int64_t id) const override { return vocab_.token(id); }
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.to_id.size()); }
   std::string type() const override { return "WordLevel"; }
+  std::optional<int64_t> unk_token_id() const override { return vocab_.find(unk_); }
 
  private:
   Vocab vocab_;

@@ -517,6 +517,22 @@ std::vector<Encoding> Tokenizer::encode_pair_batch(const std::vector<std::pair<s
   return out;
 }
 
+std::string Tokenizer::decode_tokens(std::vector<std::string> tokens) const {
+  const Pipeline& p = *impl_->p;
+  if (p.decoder) tokens = p.decoder->decode_chain(std::move(tokens));
+  std::string out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i && !p.decoder) out += ' ';
+    out += tokens[i];
+  }
+  return out;
+}
+
+std::optional<std::string> Tokenizer::continuing_subword_prefix() const {
+  return impl_->p->model->continuing_subword_prefix();
+}
+std::optional<int64_t> Tokenizer::unk_token_id() const { return impl_->p->model->unk_token_id(); }
+
 std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
   const Pipeline& p = *impl_->p;
   std::vector<std::string> tokens;
@@ -531,13 +547,7 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special
     }
     tokens.push_back(std::move(*t));
   }
-  if (p.decoder) tokens = p.decoder->decode_chain(std::move(tokens));
-  std::string out;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (i && !p.decoder) out += ' ';
-    out += tokens[i];
-  }
-  return out;
+  return decode_tokens(std::move(tokens));
 }
 
 void Tokenizer::set_truncation(std::optional<TruncationOptions> options) {

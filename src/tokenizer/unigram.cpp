@@ -74,6 +74,7 @@ class Unigram final : public Model {
   }
   int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
   std::string type() const override { return "Unigram"; }
+  std::optional<int64_t> unk_token_id() const override { return unk_id_; }
 
  private:
   std::vector<std::string> pieces_;

@@ -8,7 +8,7 @@ from . import nn
 from . import optim
 from . import losses
 from . import functional
-__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
     What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).
@@ -294,6 +294,37 @@ class CrossEncoder:
     def num_labels(self) -> int:
         """
         number of scores per pair
+        """
+class TokenClassifier:
+    """
+    A *ForTokenClassification checkpoint (NER, PII, part-of-speech) read as transformers' pipeline('token-classification', aggregation_strategy=...): per text a list of entities, dicts with 'entity', 'score', 'index', 'word', 'start', 'end' (aggregation 'none') or 'entity_group', 'score', 'word', 'start', 'end' (simple, first, average, max); start/end are character offsets into the text.
+    
+    TokenClassifier(path, aggregation_strategy='none', ignore_labels=['O'], dtype='fp32'). Calls release the GIL.
+    """
+    def __call__(self, inputs: typing.Any, aggregation_strategy: typing.Any = None, ignore_labels: typing.Any = None, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, aggregation: typing.Any = None) -> typing.Any:
+        """
+        Entities of one text (a list of dicts) or of each text of a list (a list of lists). aggregation_strategy: 'none', 'simple', 'first', 'average' or 'max' (aggregation= is the same); ignore_labels: labels left out (default ['O']).
+        """
+    def __init__(self, path: typing.Any, aggregation_strategy: typing.Any = None, ignore_labels: typing.Any = None, dtype: str = 'fp32', aggregation: typing.Any = None) -> None:
+        """
+        Loads a *ForTokenClassification directory; aggregation_strategy (or aggregation) and ignore_labels are the defaults of every call.
+        """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def labels(self) -> list[str]:
+        """
+        config.json's id2label, in label order ('LABEL_i' where it names none)
+        """
+    @property
+    def max_length(self) -> int:
+        """
+        tokens per text (special tokens included) before truncation: the tokenizer's model_max_length, at most the model's positions
+        """
+    @property
+    def num_labels(self) -> int:
+        """
+        number of labels
         """
 def default_model_dir() -> str:
     """

@@ -1,0 +1,80 @@
+// encore ner: the entities of each text with a token-classification model (encore::TokenClassifier), one JSON
+// line per text, as transformers' pipeline("ner", aggregation_strategy=...) gives them:
+//   [{"entity_group": "PER", "score": 0.99, "word": "Wolfgang", "start": 11, "end": 19}, ...]
+//
+//   encore ner --model bert-base-NER --aggregation simple "My name is Wolfgang and I live in Berlin"
+//   encore ner --model DIR -i texts.jsonl --field text --aggregation first
+// Texts come as `encore embed` takes them: arguments, or -i FILE (text lines, JSONL, CSV; '-' = stdin).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/common.hpp"
+#include "encore/records.hpp"
+#include "encore/token_classifier.hpp"
+
+namespace encore::cli {
+
+namespace {
+
+struct NerArgs {
+  std::string model, input, input_format, field = "text", dtype = "fp32", aggregation = "none";
+  std::vector<std::string> texts, ignore_labels = {"O"};
+  int64_t batch_size = 32;
+  int threads = 0;
+};
+
+}  // namespace
+
+void register_ner(CLI::App& app) {
+  static NerArgs a;
+  auto* cmd = app.add_subcommand("ner", "the entities of each text with a token-classification model (JSON lines)");
+  cmd->add_option("texts", a.texts, "texts to tag (or -i FILE)");
+  cmd->add_option("--model", a.model, "a *ForTokenClassification directory (config.json id2label, tokenizer)")
+      ->required();
+  cmd->add_option("--aggregation,--aggregation-strategy", a.aggregation,
+                  "none (one entity per token), simple, first, average or max (transformers' aggregation_strategy)")
+      ->check(CLI::IsMember({"none", "simple", "first", "average", "max"}, CLI::ignore_case))
+      ->capture_default_str();
+  cmd->add_option("--ignore-labels", a.ignore_labels, "labels left out of the output (default: O; give '' for none)")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "texts per forward pass")
+      ->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))
+      ->capture_default_str();
+  add_threads_option(*cmd, a.threads);
+  add_dtype_option(*cmd, a.dtype, "encoder GEMMs: fp32, bf16 or int8 (docs/quantization.md)");
+  add_input_options(*cmd, a.input, a.input_format, a.field, nullptr);
+  cmd->callback([cmd] {
+    parse_inference_dtype(a.dtype);
+    const RecordFormat format = checked_input_format(*cmd, a.input, a.input_format, a.field);
+    apply_threads(a.threads);
+    const TokenClassifier classifier = TokenClassifier::load(a.model, parse_dtype(a.dtype));
+    const std::vector<std::string> texts = read_input_texts(a.texts, a.input, format, a.field);
+    ENCORE_CHECK_AS(UsageError, !texts.empty(), "nothing to tag: give texts as arguments or with -i FILE");
+    TokenClassifyOptions opt;
+    opt.aggregation = parse_aggregation(a.aggregation);
+    opt.ignore_labels.clear();
+    for (const std::string& l : a.ignore_labels)
+      if (!l.empty()) opt.ignore_labels.push_back(l);
+    opt.batch_size = a.batch_size;
+    const bool grouped = opt.aggregation != Aggregation::none;
+    for (const auto& entities : classifier.predict(texts, opt)) {
+      nlohmann::ordered_json line = nlohmann::ordered_json::array();
+      for (const TokenEntity& e : entities) {
+        nlohmann::ordered_json row;
+        row[grouped ? "entity_group" : "entity"] = e.entity;
+        row["score"] = e.score;
+        if (!grouped) row["index"] = e.index;
+        row["word"] = e.word;
+        row["start"] = e.start;
+        row["end"] = e.end;
+        line.push_back(std::move(row));
+      }
+      std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    }
+  });
+}
+
+}  // namespace encore::cli
