@@ -488,7 +488,7 @@ std::unique_ptr<EncoderModel> load_modernbert(const HfConfig& cfg, const io::Wei
   info.vocab_size = c.vocab;
   info.max_position_embeddings = c.max_positions;
   info.pad_token_id = c.pad_token_id;
-  info.num_parameters = m->num_parameters();
+  for (auto& l : m->layers) info.num_parameters += l.num_parameters();  // the encoder layers' (as every family)
   return m;
 }
 
