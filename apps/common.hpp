@@ -60,6 +60,19 @@ RecordFormat checked_input_format(const CLI::App& cmd, const std::string& input,
 // the input of `rerank` and `ner`.
 std::vector<std::string> read_input_texts(std::vector<std::string> texts, const std::string& input, RecordFormat format,
                                           const std::string& field);
+// The options of a command that runs a model directory over texts (rerank, classify, fill-mask): the texts as
+// arguments (positional `what`) or -i FILE (text lines, JSONL, CSV; '-' = standard input, a FIFO allowed),
+// --model (required), --batch-size, --threads, --dtype and the input options.
+struct TextTaskArgs {
+  std::string model, input, input_format, field = "text", dtype = "fp32";
+  std::vector<std::string> texts;
+  int64_t batch_size = 32;
+  int threads = 0;
+};
+void add_text_task_options(CLI::App& cmd, TextTaskArgs& a, const std::string& what, const std::string& model_help);
+// Checks the options (usage errors, exit 2), applies --threads, and returns the texts: the arguments, or the
+// records of -i FILE (JSONL/CSV: the --field of each). An empty result is a usage error saying "nothing to <verb>".
+std::vector<std::string> read_task_texts(const CLI::App& cmd, const TextTaskArgs& a, const std::string& verb);
 // "encore: note: ..." on stderr: what the CLI changed from what was asked.
 template <typename... Args>
 void note(const Args&... args) {
@@ -77,5 +90,6 @@ void register_train(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_rerank(CLI::App& app);
 void register_ner(CLI::App& app);
+void register_classify(CLI::App& app);
 
 }  // namespace encore::cli

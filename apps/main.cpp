@@ -125,6 +125,27 @@ std::vector<std::string> read_input_texts(std::vector<std::string> texts, const 
   return texts;
 }
 
+void add_text_task_options(CLI::App& cmd, TextTaskArgs& a, const std::string& what, const std::string& model_help) {
+  cmd.add_option(what, a.texts, what + " (or -i FILE)");
+  cmd.add_option("--model", a.model, model_help)->required();
+  cmd.add_option("--batch-size", a.batch_size, "sequences per forward pass")
+      ->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))
+      ->capture_default_str();
+  add_threads_option(cmd, a.threads);
+  add_dtype_option(cmd, a.dtype, "encoder GEMMs: fp32, bf16 or int8 (docs/quantization.md)");
+  add_input_options(cmd, a.input, a.input_format, a.field, nullptr);
+}
+
+std::vector<std::string> read_task_texts(const CLI::App& cmd, const TextTaskArgs& a, const std::string& verb) {
+  parse_inference_dtype(a.dtype);
+  const RecordFormat format = checked_input_format(cmd, a.input, a.input_format, a.field);
+  ENCORE_CHECK_AS(UsageError, a.input.empty() || a.texts.empty(), "give texts as arguments or with -i FILE, not both");
+  apply_threads(a.threads);
+  std::vector<std::string> texts = read_input_texts(a.texts, a.input, format, a.field);
+  ENCORE_CHECK_AS(UsageError, !texts.empty(), "nothing to ", verb, ": give texts as arguments or with -i FILE");
+  return texts;
+}
+
 std::unique_ptr<nn::TransformerEncoder> build_encoder(const StackOptions& o) {
   apply_threads(o.threads);
   nn::manual_seed(o.seed);
@@ -216,6 +237,7 @@ int main(int argc, char** argv) {
   encore::cli::register_serve(app);
   encore::cli::register_rerank(app);
   encore::cli::register_ner(app);
+  encore::cli::register_classify(app);
   try {
     try {
       app.parse(argc, argv);

@@ -36,6 +36,12 @@ struct PredictOptions {
 // predict() applies per row, and what encore serve's /predict and /rerank apply (TEI's sigmoid-or-softmax).
 void score_logits(float* logits, int64_t num_labels, ScoreActivation activation, bool softmax);
 
+// The sequence-classification head's logits (n, num_labels) for tokenized sequences (or pairs), run in
+// length-sorted batches of batch_size (for_each_length_sorted_batch); row i belongs to encodings[i]. The encoder's
+// model must have a sequence-classification head. What CrossEncoder::predict and TextClassifier::predict score.
+Tensor classification_logits(const SentenceEncoder& encoder, const std::vector<Encoding>& encodings,
+                             int64_t batch_size);
+
 struct RankedDocument {
   int64_t corpus_id = 0;  // index into the documents given
   float score = 0.f;

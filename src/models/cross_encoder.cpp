@@ -72,27 +72,33 @@ CrossEncoder CrossEncoder::load(const std::string& model_dir, DType dtype) {
 int64_t CrossEncoder::num_labels() const { return encoder_.model().info().num_labels; }
 const std::vector<std::string>& CrossEncoder::labels() const { return encoder_.model().info().id2label; }
 
+Tensor classification_logits(const SentenceEncoder& encoder, const std::vector<Encoding>& encodings,
+                             int64_t batch_size) {
+  ENCORE_CHECK_AS(UsageError, batch_size > 0, "batch_size must be positive, got ", batch_size);
+  const int64_t n = static_cast<int64_t>(encodings.size()), L = encoder.model().info().num_labels;
+  Tensor out = Tensor::zeros({n, L});
+  if (n == 0) return out;
+  TokenizedEncodeOptions to;
+  to.logits = true;
+  for_each_length_sorted_batch(encodings, batch_size, [&](const std::vector<const Encoding*>& batch,
+                                                          const std::vector<int64_t>& rows) {
+    const Tensor logits = encoder.encode_tokenized(batch, to).logits.contiguous();
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::copy_n(logits.data<float>() + i * L, L, out.data<float>() + rows[i] * L);
+  });
+  return out;
+}
+
 Tensor CrossEncoder::predict(const std::vector<std::pair<std::string, std::string>>& pairs,
                              const PredictOptions& options) const {
   ENCORE_CHECK_AS(UsageError, options.batch_size > 0, "batch_size must be positive, got ", options.batch_size);
-  const int64_t n = static_cast<int64_t>(pairs.size()), L = num_labels();
-  Tensor scores = Tensor::zeros({n, L});
-  if (n == 0) return scores;
   std::vector<Encoding> encodings;
   encodings.reserve(pairs.size());
   for (const auto& [first, second] : pairs) encodings.push_back(encoder_.tokenize_pair(first, second));
-  float* out = scores.data<float>();
-  TokenizedEncodeOptions to;
-  to.logits = true;
-  for_each_length_sorted_batch(encodings, options.batch_size, [&](const std::vector<const Encoding*>& batch,
-                                                                  const std::vector<int64_t>& rows) {
-    const Tensor logits = encoder_.encode_tokenized(batch, to).logits.contiguous();
-    for (size_t i = 0; i < rows.size(); ++i) {
-      float* row = out + rows[i] * L;
-      std::copy_n(logits.data<float>() + i * L, L, row);
-      if (options.activation) score_logits(row, L, activation_, options.apply_softmax);
-    }
-  });
+  Tensor scores = classification_logits(encoder_, encodings, options.batch_size);
+  const int64_t L = num_labels();
+  if (options.activation)
+    for (int64_t i = 0; i < scores.size(0); ++i) score_logits(scores.data<float>() + i * L, L, activation_, options.apply_softmax);
   return scores;
 }
 

@@ -8,7 +8,7 @@ from . import nn
 from . import optim
 from . import losses
 from . import functional
-__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'TextClassifier', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
     What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).
@@ -325,6 +325,50 @@ class TokenClassifier:
     def num_labels(self) -> int:
         """
         number of labels
+        """
+class TextClassifier:
+    """
+    A *ForSequenceClassification checkpoint run as transformers' pipeline('text-classification'): labels from config.json's id2label, scores through the pipeline's function (sigmoid for multi-label or one label, softmax for several, none for regression).
+    
+    TextClassifier(path, dtype='fp32'); classifier(texts, top_k=...) releases the GIL.
+    """
+    def __call__(self, inputs: typing.Any, top_k: typing.Any = ..., function_to_apply: typing.Any = None, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, truncation: bool = True) -> typing.Any:
+        """
+        Classifies a str, a {'text', 'text_pair'} dict, or a list of them, as the pipeline: without top_k, one {'label', 'score'} per input (the best label; a str gives a one-element list); with top_k=N the N best per input, sorted (top_k=None: every label), as a list per input. function_to_apply: 'sigmoid', 'softmax' or 'none' (default: the model's). truncation: texts are cut to max_length tokens (False: a longer text is an error; the pipeline does not truncate unless asked).
+        """
+    def __init__(self, path: typing.Any, dtype: str = 'fp32') -> None:
+        """
+        Loads a *ForSequenceClassification directory.
+        """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def function_to_apply(self) -> str:
+        """
+        the function applied by default: 'sigmoid', 'softmax' or 'none'
+        """
+    @property
+    def labels(self) -> list[str]:
+        """
+        the label names in id order (config.json's id2label, LABEL_<id> where it has none)
+        """
+    @property
+    def max_length(self) -> int:
+        """
+        tokens per text (special tokens included) before truncation
+        """
+    @max_length.setter
+    def max_length(self, arg1: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @property
+    def num_labels(self) -> int:
+        """
+        number of labels
+        """
+    @property
+    def problem_type(self) -> typing.Any:
+        """
+        config.json's problem_type (None when unset)
         """
 def default_model_dir() -> str:
     """
