@@ -37,6 +37,8 @@ struct EmbedArgs {
   std::vector<std::string> texts;
   std::string input, input_format, output, format, model, field = "text", dtype = "fp32";
   bool jsonl = false, normalize = false, no_normalize = false, no_truncation = false, quiet = false;
+  std::string truncation = "right";  // right, left, error, chunk (--no-truncation: error)
+  int64_t chunk_stride = 0;
   bool allow_nonfinite = false;
   int64_t batch_size = 32, max_length = 0;
   std::optional<std::string> prompt_name, prompt;
@@ -101,7 +103,18 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
   auto* n = cmd->add_flag("--normalize", a.normalize, "L2-normalise embeddings");
   auto* nn = cmd->add_flag("--no-normalize", a.no_normalize, "do not normalise (default: what the model's pipeline says)");
   n->excludes(nn);
-  cmd->add_flag("--no-truncation", a.no_truncation, "fail on texts longer than max length instead of truncating");
+  auto* nt = cmd->add_flag("--no-truncation", a.no_truncation, "fail on texts longer than max length instead of "
+                           "truncating (the same as --truncation error)");
+  auto* tr = cmd->add_option("--truncation", a.truncation, "texts longer than max length: right (keep the first "
+                             "tokens, as sentence-transformers), left (keep the last), error (fail naming the text) "
+                             "or chunk (embed every window of max length and average them, weighted by tokens; "
+                             "docs/cli.md)")
+                 ->check(CLI::IsMember({"right", "left", "error", "chunk"}))
+                 ->capture_default_str();
+  nt->excludes(tr);
+  cmd->add_option("--chunk-stride", a.chunk_stride, "--truncation chunk: tokens each window repeats from the one "
+                  "before (default 0: windows side by side)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   auto* pn = cmd->add_option("--prompt-name", a.prompt_name, "prepend the model's prompt of this name to every text "
                              "(config_sentence_transformers.json's prompts, e.g. query; default: the model's "
                              "default_prompt_name, if any)");
@@ -345,13 +358,20 @@ SentenceEncoder load_encoder(const EmbedArgs& a) {
 }
 
 // total < 0: unknown (streaming); the bar then counts texts without a total.
+// truncated: when given, counts the texts right/left truncation shortened.
 Tensor run_encoder(const SentenceEncoder& enc, const std::vector<std::string>& texts, const EmbedArgs& a,
-                   int64_t done_before, int64_t total) {
+                   int64_t done_before, int64_t total, int64_t* truncated = nullptr) {
   EncodeOptions opt;
   opt.batch_size = a.batch_size;
   if (a.normalize) opt.normalize = true;
   if (a.no_normalize) opt.normalize = false;
-  opt.truncate = !a.no_truncation;
+  opt.truncation = a.no_truncation            ? Truncation::error
+                   : a.truncation == "left"  ? Truncation::left
+                   : a.truncation == "error" ? Truncation::error
+                   : a.truncation == "chunk" ? Truncation::chunk
+                                             : Truncation::right;
+  opt.chunk_stride = a.chunk_stride;
+  if (truncated) opt.truncated = [truncated](int64_t) { ++*truncated; };
   opt.allow_nonfinite = a.allow_nonfinite;
   opt.prompt_name = a.prompt_name;
   opt.prompt = a.prompt;
@@ -416,6 +436,7 @@ void register_embed(CLI::App& app) {
     const EmbeddingPrecision precision = parse_embedding_precision(e.precision);
     auto embed_into = [&](OutputSink& sink) {
       SentenceEncoder enc = load_encoder(e);
+      int64_t truncated = 0;
       Tensor ranges;  // int8/uint8: the calibration texts' per-dimension minimum and maximum
       if (!e.calibration.empty()) {
         std::vector<std::string> sample;
@@ -435,7 +456,7 @@ void register_embed(CLI::App& app) {
         if (items.empty()) break;
         std::vector<std::string> texts;
         for (const Item& it : items) texts.push_back(it.text);
-        const Tensor emb = run_encoder(enc, texts, e, next - range.begin, stream ? -1 : range.size());
+        const Tensor emb = run_encoder(enc, texts, e, next - range.begin, stream ? -1 : range.size(), &truncated);
         sink.write(items, next, precision == EmbeddingPrecision::float32 ? emb
                                                                          : quantize_embeddings(emb, precision, ranges));
       }
@@ -446,6 +467,10 @@ void register_embed(CLI::App& app) {
                            "empty)");
         throw InputError("standard input holds no texts");
       }
+      if (truncated > 0)
+        note(grouped(truncated), " of ", grouped(next - start), " texts were longer than ", enc.max_seq_length(),
+             " tokens and lost their ", e.truncation == "left" ? "first" : "last", " tokens (--truncation ", e.truncation,
+             "); --truncation chunk embeds them whole, --truncation error refuses them");
       const bool packed = precision == EmbeddingPrecision::binary || precision == EmbeddingPrecision::ubinary;
       sink.finish(packed ? (enc.dimension() + 7) / 8 : enc.dimension());
     };

@@ -15,6 +15,7 @@ namespace {
 
 // Byte offsets -> character offsets, per member of a pair (offsets index each sequence's own text).
 void to_char_offsets(encore::Encoding& e, std::string_view first, std::string_view second) {
+  for (encore::Encoding& window : e.overflowing) to_char_offsets(window, first, second);
   if (std::find(e.sequence_ids.begin(), e.sequence_ids.end(), 1) == e.sequence_ids.end()) {  // no pair member
     e.offsets = encore::Tokenizer::char_offsets(first, e.offsets);
     return;
@@ -55,7 +56,8 @@ py::object encode_python(const encore::SentenceEncoder& self, const py::object& 
                          const py::object& normalize_embeddings, bool truncate, bool allow_nonfinite,
                          const py::object& prompt_name, const py::object& prompt, const py::object& truncate_dim,
                          const py::object& output_value, const std::string& precision_name, bool convert_to_numpy,
-                         bool convert_to_tensor, const py::object& show_progress_bar) {
+                         bool convert_to_tensor, const py::object& show_progress_bar, const py::object& truncation,
+                         int64_t chunk_stride) {
   const bool single = py::isinstance<py::str>(sentences);
   std::vector<std::string> texts;
   if (single) {
@@ -77,7 +79,15 @@ py::object encode_python(const encore::SentenceEncoder& self, const py::object& 
   opt.allow_nonfinite = allow_nonfinite;
   opt.batch_size = batch_size;
   if (!normalize_embeddings.is_none()) opt.normalize = normalize_embeddings.cast<bool>();
-  opt.truncate = truncate;
+  const std::string mode = truncation.is_none() ? (truncate ? "right" : "error") : utf8_text(truncation, "encode: truncation");
+  if (!truncate && mode != "error")
+    throw encore::UsageError("encode: truncate=False refuses long texts; it cannot be combined with truncation='" + mode + "'");
+  if (mode == "right") opt.truncation = encore::Truncation::right;
+  else if (mode == "left") opt.truncation = encore::Truncation::left;
+  else if (mode == "error") opt.truncation = encore::Truncation::error;
+  else if (mode == "chunk") opt.truncation = encore::Truncation::chunk;
+  else throw encore::UsageError("encode: truncation must be 'right', 'left', 'error' or 'chunk', got '" + mode + "'");
+  opt.chunk_stride = chunk_stride;
   if (!prompt_name.is_none()) opt.prompt_name = utf8_text(prompt_name, "encode: prompt_name");
   if (!prompt.is_none()) opt.prompt = utf8_text(prompt, "encode: prompt");
   if (!truncate_dim.is_none()) opt.truncate_dim = truncate_dim.cast<int64_t>();
@@ -170,6 +180,9 @@ void bind_text(py::module_& m) {
       .def_readonly("attention_mask", &encore::Encoding::attention_mask, "1 for real tokens, 0 for padding")
       .def_readonly("special_tokens_mask", &encore::Encoding::special_tokens_mask,
                     "1 for added special tokens ([CLS], [SEP], padding), 0 for tokens of the text")
+      .def_readonly("overflowing", &encore::Encoding::overflowing,
+                    "the windows truncation cut off (enable_truncation; stride tokens shared with the window before), "
+                    "each with its special tokens, as tokenizers.Encoding.overflowing")
       .def("__len__", &encore::Encoding::size, "number of tokens")
       .def("__repr__", [](const encore::Encoding& e) { return "Encoding(num_tokens=" + std::to_string(e.size()) + ")"; });
 
@@ -231,6 +244,7 @@ void bind_text(py::module_& m) {
               throw encore::UsageError("enable_truncation: strategy must be longest_first, only_first or only_second, got '" +
                                        strategy + "'");
             t.direction = is_left_side(direction, "enable_truncation") ? encore::Side::left : encore::Side::right;
+            t.return_overflowing = true;  // tokenizers.Encoding.overflowing is always filled
             self.set_truncation(t);
           },
           py::arg("max_length"), py::arg("stride") = 0, py::arg("strategy") = "longest_first",
@@ -324,7 +338,7 @@ void bind_text(py::module_& m) {
            py::arg("prompt_name") = py::none(), py::arg("prompt") = py::none(), py::arg("truncate_dim") = py::none(),
            py::arg("output_value") = "sentence_embedding", py::arg("precision") = "float32",
            py::arg("convert_to_numpy") = true, py::arg("convert_to_tensor") = false,
-           py::arg("show_progress_bar") = py::none(),
+           py::arg("show_progress_bar") = py::none(), py::arg("truncation") = py::none(), py::arg("chunk_stride") = 0,
            "Embeds texts: float32 array (n, dim), or (dim,) for a single str. batch_size: texts per forward pass "
            "(texts are sorted by length into batches; results in input order). normalize_embeddings: None follows "
            "the model (a Normalize module: unit L2 norm), True/False forces it (True also re-normalises truncated "
@@ -339,7 +353,11 @@ void bind_text(py::module_& m) {
            "call's embeddings) / 'binary' / 'ubinary' (signs packed 8 to a byte) as sentence-transformers' "
            "quantize_embeddings; see encore.quantize_embeddings to quantize with ranges from a calibration set. "
            "convert_to_numpy=False: a list of per-text arrays; convert_to_tensor=True: a torch tensor (needs torch). "
-           "show_progress_bar: print 'Batches: done/total' to stderr.")
+           "show_progress_bar: print 'Batches: done/total' to stderr. truncation: what happens to a text longer than "
+           "max_seq_length tokens: 'right' (keep its first tokens; the default, as sentence-transformers), 'left' "
+           "(keep its last), 'error' (raise encore.InputError; also truncate=False) or 'chunk' (embed windows of "
+           "max_seq_length tokens, chunk_stride tokens shared by neighbours, pool each as the pipeline does and "
+           "average them weighted by their text tokens, then normalize as the pipeline does).")
       .def_property_readonly(
           "prompts", [](const encore::SentenceEncoder& self) { return self.prompts(); },
           "config_sentence_transformers.json's prompts: {name: text}")

@@ -23,10 +23,26 @@
 
 namespace encore {
 
+// What encode() does with a text longer than max_seq_length tokens (special tokens included).
+enum class Truncation {
+  right,  // keep its first tokens (sentence-transformers' behaviour; the default)
+  left,   // keep its last tokens
+  error,  // refuse it: encore::InputError naming the text and its length
+  // Embed all of it: windows of max_seq_length tokens (special tokens around each), each starting
+  // EncodeOptions::chunk_stride tokens before the previous one ends (HF tokenizers' overflowing windows); each
+  // window is pooled as the pipeline pools a text (Dense included), the text's embedding is the mean of its
+  // windows' weighted by their text tokens, and then the pipeline's Normalize applies. A text that fits is one
+  // window, so its embedding is the same as with right truncation.
+  chunk,
+};
+
 struct EncodeOptions {
   int64_t batch_size = 32;
   std::optional<bool> normalize;  // unset: what the pipeline says (a Normalize module)
-  bool truncate = true;           // false: a text longer than max_seq_length is an error
+  Truncation truncation = Truncation::right;
+  int64_t chunk_stride = 0;  // Truncation::chunk: tokens a window shares with the one before (< the window's text tokens)
+  // Called with the index of each text right/left truncation shortened (e.g. to count them); never for chunk.
+  std::function<void(int64_t text)> truncated;
   std::function<void(int64_t done, int64_t total)> progress;  // called after each batch
   // false (default): an embedding with NaN/Inf throws encore::NonFiniteError naming the first module that
   // produced one (embeddings, encoder layer i, pooling, dense i, normalize). The check reads each batch's
@@ -81,7 +97,8 @@ class SentenceEncoder {
   Tensor encode(const std::vector<std::string>& texts, const EncodeOptions& options = {}) const;  // (n, dimension)
   // sentence-transformers' encode(output_value="token_embeddings"): per text, the Transformer module's output for
   // each of its tokens, (tokens_i, hidden) float32 - special tokens and the prompt's tokens included, truncated as
-  // encode() truncates. Pooling, Dense, Normalize, normalize and truncate_dim do not apply to token vectors.
+  // encode() truncates (Truncation::chunk is refused). Pooling, Dense, Normalize, normalize and truncate_dim do not
+  // apply to token vectors.
   std::vector<Tensor> encode_token_embeddings(const std::vector<std::string>& texts,
                                               const EncodeOptions& options = {}) const;
 
@@ -130,9 +147,10 @@ class SentenceEncoder {
 
  private:
   explicit SentenceEncoder(std::shared_ptr<Impl> impl);
-  // What encode() and encode_token_embeddings() share: the texts behind the options' prompt, length-checked when
-  // truncation is off, tokenized, run through encode_tokenized(to) in length-sorted batches (to.prompt_length set
-  // here); fn gets each batch's sequences, their rows in `texts` and the outputs; options.progress follows each.
+  // What encode() and encode_token_embeddings() share: the texts behind the options' prompt, tokenized as
+  // options.truncation says (chunk: every window of every text), run through encode_tokenized(to) in length-sorted
+  // batches (to.prompt_length set here); fn gets each batch's sequences, the rows in `texts` they belong to (with
+  // chunk, a row once per window) and the outputs; options.progress follows each batch.
   void encode_batches(const std::vector<std::string>& texts, const EncodeOptions& options, TokenizedEncodeOptions to,
                       const std::function<void(const std::vector<const Encoding*>& batch, const std::vector<int64_t>& rows,
                                                const TokenizedEncodeOutput& out)>& fn) const;

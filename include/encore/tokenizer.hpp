@@ -28,7 +28,9 @@ struct Encoding {
   std::vector<int64_t> special_tokens_mask;          // 1 for added special tokens (CLS, SEP, PAD...)
   std::vector<int64_t> attention_mask;               // 1 for real tokens, 0 for padding
   std::vector<int64_t> sequence_ids;                 // 0 or 1 for the pair member a token came from, -1 special
-  std::vector<Encoding> overflowing;                 // unused for now (stride-based overflow)
+  // With TruncationOptions::return_overflowing, the windows truncation cut off (HF's Encoding.overflowing), each
+  // a whole sequence with its special tokens; empty otherwise.
+  std::vector<Encoding> overflowing;
   size_t size() const { return ids.size(); }
 };
 
@@ -43,7 +45,10 @@ struct TruncationOptions {
   int64_t max_length = 512;
   TruncationStrategy strategy = TruncationStrategy::longest_first;
   Side direction = Side::right;
-  int64_t stride = 0;
+  int64_t stride = 0;  // tokens each overflowing window repeats from the window before it
+  // Keep what a single sequence loses to truncation as Encoding::overflowing (HF always does; off by default here,
+  // so truncating a long text costs no copies of its tail). Pairs are truncated without overflow.
+  bool return_overflowing = false;
 };
 
 struct PaddingOptions {

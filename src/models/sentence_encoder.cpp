@@ -243,14 +243,36 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
   const int64_t keep_dims = opt.truncate_dim.value_or(m.truncate_dim);  // 0: all
   Tensor result = Tensor::zeros({n, m.dimension});
   if (n == 0) return keep_dims ? Tensor::zeros({0, keep_dims}) : result;
+  const bool normalize = opt.normalize.value_or(m.normalize);
   TokenizedEncodeOptions to;
-  to.normalize = opt.normalize.value_or(m.normalize);
-  encode_batches(texts, opt, to, [&](const std::vector<const Encoding*>&, const std::vector<int64_t>& rows,
-                                     const TokenizedEncodeOutput& out) {
-    const int64_t C = out.embeddings.size(1);
-    for (size_t i = 0; i < rows.size(); ++i)
-      std::copy_n(out.embeddings.data<float>() + i * C, C, result.data<float>() + rows[i] * C);
-  });
+  if (opt.truncation != Truncation::chunk) {
+    to.normalize = normalize;
+    encode_batches(texts, opt, to, [&](const std::vector<const Encoding*>&, const std::vector<int64_t>& rows,
+                                       const TokenizedEncodeOutput& out) {
+      const int64_t C = out.embeddings.size(1);
+      for (size_t i = 0; i < rows.size(); ++i)
+        std::copy_n(out.embeddings.data<float>() + i * C, C, result.data<float>() + rows[i] * C);
+    });
+  } else {
+    // Each text: sum over its windows of (window tokens) * (window embedding before Normalize), in double, then
+    // divided by the tokens summed; Normalize after the mean.
+    const int64_t C = m.dimension;
+    std::vector<double> sums(static_cast<size_t>(n * C), 0.0), weights(static_cast<size_t>(n), 0.0);
+    encode_batches(texts, opt, to, [&](const std::vector<const Encoding*>& batch, const std::vector<int64_t>& rows,
+                                       const TokenizedEncodeOutput& out) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const auto& special = batch[i]->special_tokens_mask;
+        const double w = static_cast<double>(std::count(special.begin(), special.end(), 0));
+        const float* e = out.embeddings.data<float>() + static_cast<int64_t>(i) * C;
+        for (int64_t c = 0; c < C; ++c) sums[rows[i] * C + c] += w * e[c];
+        weights[rows[i]] += w;
+      }
+    });
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < C; ++c)
+        result.data<float>()[i * C + c] = static_cast<float>(sums[i * C + c] / std::max(weights[i], 1.0));
+    if (normalize) result = normalize_rows(result);
+  }
   if (keep_dims == 0 || keep_dims == m.dimension) return result;
   Tensor kept = Tensor::empty({n, keep_dims});
   for (int64_t i = 0; i < n; ++i)
@@ -264,33 +286,70 @@ void SentenceEncoder::encode_batches(
                              const TokenizedEncodeOutput&)>& fn) const {
   const Impl& m = *impl_;
   const std::string prompt = resolve_prompt(opt);
-  std::vector<std::string> prompted;  // the texts behind the prompt (sentence-transformers prepends it)
-  if (!prompt.empty())
-    for (const auto& t : texts) prompted.push_back(prompt + t);
-  const std::vector<std::string>& inputs = prompt.empty() ? texts : prompted;
-  if (!opt.truncate)
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const size_t length = m.tokenizer_whole->encode(m.do_lower_case ? unicode_lower(inputs[i]) : inputs[i], true).size();
-      ENCORE_CHECK(static_cast<int64_t>(length) <= m.max_seq_length, "text ", i, " is ", length,
-                   " tokens long, more than max_seq_length ", m.max_seq_length, " (truncation is off)");
+  auto input = [&](size_t i) {  // the text as the tokenizer gets it: behind the prompt, lower-cased if configured
+    std::string t = prompt.empty() ? texts[i] : prompt + texts[i];
+    return m.do_lower_case ? unicode_lower(t) : t;
+  };
+  // Tokenize everything once, then batch by length so padding is minimal.
+  std::vector<Encoding> sequences;
+  std::vector<int64_t> owner;  // sequences[k] belongs to texts[owner[k]]
+  sequences.reserve(texts.size());
+  if (opt.truncation == Truncation::error) {
+    for (size_t i = 0; i < texts.size(); ++i) {
+      sequences.push_back(m.tokenizer_whole->encode(input(i), true));
+      ENCORE_CHECK_AS(InputError, static_cast<int64_t>(sequences.back().size()) <= m.max_seq_length, "text ", i,
+                      " is ", sequences.back().size(), " tokens long, more than max_seq_length ", m.max_seq_length,
+                      " (truncation is off)");
+      owner.push_back(static_cast<int64_t>(i));
     }
-  // Tokenize everything once (truncated, unpadded), then batch by length so padding is minimal.
-  const std::vector<Encoding> encodings = tokenize(inputs);
+  } else {
+    // Overflowing windows are kept for chunk (every window is embedded) and to report truncated texts.
+    Tokenizer tok = opt.truncation == Truncation::left ? *m.tokenizer_left : *m.tokenizer;
+    const bool overflow = opt.truncation == Truncation::chunk || opt.truncated;
+    if (overflow) {
+      TruncationOptions t = *tok.truncation();
+      t.return_overflowing = true;
+      t.stride = opt.truncation == Truncation::chunk ? opt.chunk_stride : 0;
+      ENCORE_CHECK_AS(UsageError, t.stride >= 0, "chunk_stride must be >= 0, got ", t.stride);
+      tok.set_truncation(t);
+    }
+    for (size_t i = 0; i < texts.size(); ++i) {
+      Encoding e = tok.encode(input(i), true);
+      std::vector<Encoding> windows = std::move(e.overflowing);
+      e.overflowing.clear();
+      if (!windows.empty() && opt.truncated && opt.truncation != Truncation::chunk) opt.truncated(static_cast<int64_t>(i));
+      sequences.push_back(std::move(e));
+      owner.push_back(static_cast<int64_t>(i));
+      if (opt.truncation != Truncation::chunk) continue;
+      for (Encoding& w : windows) {
+        sequences.push_back(std::move(w));
+        owner.push_back(static_cast<int64_t>(i));
+      }
+    }
+  }
   to.allow_nonfinite = opt.allow_nonfinite;
   to.prompt_length = prompt_length(prompt);
-  const int64_t n = static_cast<int64_t>(texts.size());
+  // Only a text's first window starts with the prompt: pooling cannot leave the prompt out of the others.
+  ENCORE_CHECK_AS(UsageError, opt.truncation != Truncation::chunk || to.prompt_length == 0 || m.pooling.include_prompt,
+                  "truncation 'chunk' with a prompt is not supported when the Pooling config says include_prompt = "
+                  "false (only the first window holds the prompt)");
+  const int64_t n = static_cast<int64_t>(texts.size()), total = static_cast<int64_t>(sequences.size());
   int64_t done = 0;
-  for_each_length_sorted_batch(encodings, opt.batch_size, [&](const std::vector<const Encoding*>& batch,
-                                                              const std::vector<int64_t>& rows) {
+  for_each_length_sorted_batch(sequences, opt.batch_size, [&](const std::vector<const Encoding*>& batch,
+                                                              const std::vector<int64_t>& indices) {
+    std::vector<int64_t> rows;
+    for (int64_t k : indices) rows.push_back(owner[k]);
     fn(batch, rows, encode_tokenized(batch, to));
-    done += static_cast<int64_t>(rows.size());
-    if (opt.progress) opt.progress(done, n);
+    done += static_cast<int64_t>(indices.size());
+    if (opt.progress) opt.progress(done * n / total, n);  // windows done, in texts
   });
 }
 
 std::vector<Tensor> SentenceEncoder::encode_token_embeddings(const std::vector<std::string>& texts,
                                                              const EncodeOptions& opt) const {
   ENCORE_CHECK(opt.batch_size > 0, "batch_size must be positive, got ", opt.batch_size);
+  ENCORE_CHECK_AS(UsageError, opt.truncation != Truncation::chunk,
+                  "token embeddings are per token: truncation 'chunk' applies to sentence embeddings only");
   std::vector<Tensor> result(texts.size());
   if (texts.empty()) return result;
   TokenizedEncodeOptions to;

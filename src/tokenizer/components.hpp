@@ -131,6 +131,19 @@ int char_to_byte(char32_t c);
 // char becomes its printable char; the chars made from one original char stay aligned to it.
 void byte_level_map(NormalizedString& s);
 
+// fn(a.field, b.field) for every per-token field of an Encoding (ids, type ids, tokens, offsets, the masks,
+// sequence ids), so code that reshapes tokens cannot forget one. B: Encoding or const Encoding.
+template <typename B, typename Fn>
+void for_each_token_field(Encoding& a, B& b, Fn&& fn) {
+  fn(a.ids, b.ids);
+  fn(a.type_ids, b.type_ids);
+  fn(a.tokens, b.tokens);
+  fn(a.offsets, b.offsets);
+  fn(a.special_tokens_mask, b.special_tokens_mask);
+  fn(a.attention_mask, b.attention_mask);
+  fn(a.sequence_ids, b.sequence_ids);
+}
+
 // Appends e's tokens (every per-token field) after out's; e is moved from.
 void append_encoding(Encoding& out, Encoding&& e);
 // Capacity for n tokens in every per-token field.

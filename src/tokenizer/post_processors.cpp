@@ -65,13 +65,7 @@ void trim_byte_level_offsets(Encoding& e, bool add_prefix_space, std::string_vie
 }
 
 void reserve_tokens(Encoding& e, size_t n) {
-  e.ids.reserve(n);
-  e.type_ids.reserve(n);
-  e.tokens.reserve(n);
-  e.offsets.reserve(n);
-  e.special_tokens_mask.reserve(n);
-  e.attention_mask.reserve(n);
-  e.sequence_ids.reserve(n);
+  for_each_token_field(e, e, [n](auto& field, auto&) { field.reserve(n); });
 }
 
 void append_encoding(Encoding& out, Encoding&& e) {
@@ -80,16 +74,9 @@ void append_encoding(Encoding& out, Encoding&& e) {
     out = std::move(e);
     return;
   }
-  auto move_after = [](auto& dst, auto& src) {
+  for_each_token_field(out, e, [](auto& dst, auto& src) {
     dst.insert(dst.end(), std::make_move_iterator(src.begin()), std::make_move_iterator(src.end()));
-  };
-  move_after(out.ids, e.ids);
-  move_after(out.type_ids, e.type_ids);
-  move_after(out.tokens, e.tokens);
-  move_after(out.offsets, e.offsets);
-  move_after(out.special_tokens_mask, e.special_tokens_mask);
-  move_after(out.attention_mask, e.attention_mask);
-  move_after(out.sequence_ids, e.sequence_ids);
+  });
 }
 
 Encoding concatenate(std::vector<Encoding>&& encs) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <exception>
 #include <fstream>
+#include <utility>
 #include <mutex>
 #include <sstream>
 
@@ -77,9 +78,24 @@ class TokenizerImpl {
       if (n_added <= truncation->max_length) {
         TruncationOptions t = *truncation;
         t.max_length -= n_added;
-        truncate(first, pair, t);
+        if (t.return_overflowing && !pair && t.strategy != TruncationStrategy::only_second)
+          split_with_overflow(first, t.max_length, t.stride, t.direction);
+        else
+          truncate(first, pair, t);
       }
     }
+    // The windows past the first are finished as sequences of their own (special tokens, padding), as HF's
+    // post-processors finish each overflowing encoding.
+    std::vector<Encoding> overflowing = std::move(first.overflowing);
+    first.overflowing.clear();
+    Encoding out = finish(std::move(first), std::move(pair), add_special_tokens, texts);
+    for (Encoding& window : overflowing)
+      out.overflowing.push_back(finish(std::move(window), std::nullopt, add_special_tokens, texts));
+    return out;
+  }
+
+  Encoding finish(Encoding first, std::optional<Encoding> pair, bool add_special_tokens,
+                  const std::vector<std::string_view>& texts) const {
     std::vector<Encoding> encs;
     encs.push_back(std::move(first));
     if (pair) encs.push_back(std::move(*pair));
@@ -94,23 +110,57 @@ class TokenizerImpl {
     return out;
   }
 
+  // HF's Encoding::truncate with its overflow: windows of max_len tokens, each starting max_len - stride tokens
+  // after the one before (right truncation; left: counted back from the end), until one reaches the end. The first
+  // window stays in e, the others go to e.overflowing in order. stride < max_len (HF asserts it).
+  static void split_with_overflow(Encoding& e, int64_t max_len, int64_t stride, Side direction) {
+    const int64_t n = static_cast<int64_t>(e.size());
+    if (max_len >= n) return;
+    if (max_len == 0) {  // HF: everything overflows
+      Encoding all = std::move(e);
+      e = Encoding();
+      e.overflowing.push_back(std::move(all));
+      return;
+    }
+    if (stride >= max_len)
+      throw UsageError(detail::concat("truncation stride ", stride, " must be less than the tokens a window holds, ",
+                                      max_len, " (max_length less the special tokens)"));
+    const int64_t step = max_len - stride;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    if (direction == Side::right) {
+      for (int64_t start = 0; start < n; start += step) {
+        const int64_t stop = std::min(start + max_len, n);
+        ranges.emplace_back(start, stop);
+        if (stop == n) break;
+      }
+    } else {
+      for (int64_t last = n - 1; last >= 0; last -= step) {
+        const int64_t stop = last + 1, start = std::max<int64_t>(0, stop - max_len);
+        ranges.emplace_back(start, stop);
+        if (start == 0) break;
+      }
+    }
+    auto window = [&](int64_t start, int64_t stop) {
+      Encoding w;
+      tok::for_each_token_field(w, std::as_const(e),
+                                [&](auto& to, const auto& from) { to.assign(from.begin() + start, from.begin() + stop); });
+      return w;
+    };
+    Encoding kept = window(ranges[0].first, ranges[0].second);
+    for (size_t i = 1; i < ranges.size(); ++i) kept.overflowing.push_back(window(ranges[i].first, ranges[i].second));
+    e = std::move(kept);
+  }
+
   // Keeps max_len tokens: the first ones (right truncation) or the last ones (left).
   static void truncate_one(Encoding& e, int64_t max_len, Side direction) {
     const size_t n = e.size(), keep = static_cast<size_t>(std::max<int64_t>(0, max_len));
     if (keep >= n) return;
-    auto cut = [&](auto& v) {
+    tok::for_each_token_field(e, e, [&](auto& v, auto&) {
       if (direction == Side::right)
         v.resize(keep);
       else
         v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n - keep));
-    };
-    cut(e.ids);
-    cut(e.type_ids);
-    cut(e.tokens);
-    cut(e.offsets);
-    cut(e.special_tokens_mask);
-    cut(e.attention_mask);
-    cut(e.sequence_ids);
+    });
   }
 
   // HF's truncate_encodings (stride/overflow not kept).
