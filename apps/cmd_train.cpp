@@ -33,14 +33,15 @@ void register_train(CLI::App& app) {
   static int threads = 0;
   static bool no_shuffle = false, quiet = false, distributed = false;
   static double dist_timeout = 300, bucket_mb = 25;
-  auto* cmd = app.add_subcommand("train", "fine-tune a checkpoint of any supported family (bert, roberta, xlm-roberta, distilbert, albert, electra, mpnet) for sequence classification or as a sentence encoder");
+  auto* cmd = app.add_subcommand("train", "fine-tune a checkpoint of any supported family (bert, roberta, xlm-roberta, distilbert, albert, electra, mpnet) for sequence or token classification or as a sentence encoder");
   cmd->add_option("--model", c.model_dir, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--data", c.data, "training data: .jsonl or .csv with text[, text_pair], label")->required();
   cmd->add_option("--eval-data", c.eval_data, "held-out data (default: the last --eval-fraction of --data)");
   cmd->add_option("--eval-fraction", c.eval_fraction, "held-out share of --data")->check(FiniteRange(0.0, 0.9))->capture_default_str();
-  cmd->add_option("--task", task, "classification (text[, text_pair], label) or embedding (pairs: anchor, positive "
-                  "or text, text_pair; MultipleNegativesRankingLoss)")
-      ->check(CLI::IsMember({"classification", "embedding"}))
+  cmd->add_option("--task", task, "classification (text[, text_pair], label), token-classification (JSONL tokens, "
+                  "labels: one label per word) or embedding (pairs: anchor, positive or text, text_pair; "
+                  "MultipleNegativesRankingLoss)")
+      ->check(CLI::IsMember(train::train_tasks()))
       ->capture_default_str();
   cmd->add_option("--steps", c.steps, "optimizer steps (overrides --epochs)")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--epochs", c.epochs, "passes over the data")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->capture_default_str();
@@ -97,11 +98,10 @@ void register_train(CLI::App& app) {
     }
     const bool leader = !c.collective || c.collective->rank() == 0;
     const bool bar = !quiet && leader && isatty(STDERR_FILENO);
-    const auto run = task == "embedding" ? train::fine_tune_embedding : train::fine_tune_classifier;
     bool eval_line = false;  // an evaluation bar is on the current line
     train::TrainReport r;
     try {
-      r = run(c, [&](const train::TrainProgress& p) {
+      r = train::fine_tune(task, c, [&](const train::TrainProgress& p) {
         using Phase = train::TrainProgress::Phase;
         if (p.phase == Phase::start) {
           if (leader && c.warmup_steps > p.total)
@@ -143,7 +143,7 @@ void register_train(CLI::App& app) {
                 r.tokens / std::max(r.seconds, 1e-9), r.losses.size(), (long long)r.train_examples);
     if (r.first_step > 0) std::printf("resumed at step %lld\n", (long long)r.first_step);
     std::printf("loss: first %.4f, last %.4f\n", r.losses.front(), r.losses.back());
-    const char* metric = task == "embedding" ? "retrieval accuracy" : "accuracy";
+    const char* metric = task == "embedding" ? "retrieval accuracy" : task == "token-classification" ? "token accuracy" : "accuracy";
     if (!std::isnan(r.eval_before))
       std::printf("held-out %s before training: %.4f (%lld pairs)\n", metric, r.eval_before, (long long)r.eval_examples);
     for (size_t i = 0; i < r.eval_accuracy.size(); ++i) {

@@ -70,7 +70,8 @@ void bind_train(py::module_& m) {
   train_doc +=
       ") -> dict\n\n"
       "The engine of `encore train`: task 'classification' fine-tunes for sequence classification (text[, "
-      "text_pair], label), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss "
+      "text_pair], label), 'token-classification' for token classification / NER (JSONL tokens + labels per word, "
+      "labels on each word's first sub-token), 'embedding' a sentence-transformers model on pairs with MultipleNegativesRankingLoss "
       "(eval_accuracy is then held-out retrieval accuracy, eval_before the same before training). The options "
       "are `encore train`'s (docs/training.md): log = --log CSV, output = --output DIR, resume = --resume DIR, "
       "plot = --plot FILE.svg. Returns a report dict (losses, eval_accuracy with eval_epochs/eval_steps, "
@@ -113,13 +114,10 @@ void bind_train(py::module_& m) {
               },
               it->member);
         }
-        if (task != "classification" && task != "embedding")
-          throw encore::Error("train: task must be 'classification' or 'embedding', got '" + task + "'");
         encore::train::TrainReport r;
         {
           py::gil_scoped_release nogil;
-          const auto run = task == "embedding" ? encore::train::fine_tune_embedding : encore::train::fine_tune_classifier;
-          r = run(c, [](const encore::train::TrainProgress&) { check_python_signals(); });
+          r = encore::train::fine_tune(task, c, [](const encore::train::TrainProgress&) { check_python_signals(); });
         }
         py::dict d;
         d["losses"] = r.losses;

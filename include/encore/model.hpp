@@ -92,6 +92,8 @@ class AutoModel {
   nn::Module& module();
   // A new sequence-classification head for fine-tuning a checkpoint that has none (bert so far).
   void add_sequence_classifier(int64_t num_labels, uint64_t seed = 0);
+  // A new token-classification head ("classifier" on every token, as *ForTokenClassification) for fine-tuning.
+  void add_token_classifier(int64_t num_labels, uint64_t seed = 0);
   // The parameters as transformers' task model names them (the current values, trained or not): with a
   // sequence-classification head "<Family>ForSequenceClassification" with the base model under its prefix
   // ("bert.") and the head at the root, else the base model "<Family>Model" without prefix; each packed

@@ -121,6 +121,29 @@ struct TrainReport {
 TrainReport fine_tune_classifier(const TrainConfig& config,
                                  const std::function<void(const TrainProgress&)>& progress = {});
 
+// ---- `encore train --task token-classification` (src/train/token_trainer.cpp) ----
+// Fine-tunes for token classification (NER) as transformers' run_ner.py does: JSONL lines {"tokens": [words],
+// "labels": [one label per word]} ("ner_tags" is read when "labels" is absent; labels are strings or integer ids).
+// Each word is tokenized alone (as a fast tokenizer does with is_split_into_words=True: right for WordPiece
+// models; byte-level BPE, which transformers runs with add_prefix_space=True, is not reproduced), the special tokens
+// put around them and the whole cut to max_length; a word's label goes to its first sub-token, every other token
+// is -100 (transformers' label_all_tokens=False). The loss is torch's cross-entropy over the labelled tokens of a
+// batch (their mean). A *ForTokenClassification checkpoint keeps its head and label ids (config.json id2label;
+// every data label must be one of them, by name or as an integer id); a base checkpoint gets a new head
+// (normal(0, 0.02), labels as classification names them: integer ids, else sorted strings). eval_accuracy: the
+// share of held-out labelled tokens whose arg-max label is right. The checkpoint is one
+// AutoModelForTokenClassification.from_pretrained and encore::TokenClassifier load.
+TrainReport fine_tune_token_classifier(const TrainConfig& config,
+                                       const std::function<void(const TrainProgress&)>& progress = {});
+
+// The tasks `encore train --task` and Python's train(task=) run: "classification", "token-classification",
+// "embedding".
+const std::vector<std::string>& train_tasks();
+// Runs fine_tune_classifier, fine_tune_token_classifier or fine_tune_embedding by task name (UsageError naming the
+// tasks for another).
+TrainReport fine_tune(const std::string& task, const TrainConfig& config,
+                      const std::function<void(const TrainProgress&)>& progress = {});
+
 // ---- `encore train --task embedding` (src/train/embedding_trainer.cpp) ----
 // Fine-tunes a sentence-transformers directory (modules.json: Transformer -> Pooling -> optional Normalize; a
 // plain encoder directory is Transformer + mean pooling) on pairs - JSONL/CSV with `anchor` + `positive`, or

@@ -92,6 +92,7 @@ void StackedEncoder::load_layers(Weights& w, const EncoderDims& d, int64_t count
 
 void StackedEncoder::select_head(const HfConfig& cfg, Weights& root, double token_dropout) {
   using In = ClassificationHead::Input;
+  token_head_dropout = token_dropout;
   ClassificationHead layout;
   if (architecture_ends_with(cfg, "ForSequenceClassification") && root.has(sequence_head_layout.out_name + ".weight")) {
     layout = sequence_head_layout;
@@ -194,6 +195,21 @@ void StackedEncoder::set_hf_dropout(double hidden, double attention_probs) {
   });
 }
 
+namespace {
+
+// transformers' _init_weights for a new head's Linear: weight ~ normal(0, 0.02) (mt19937_64, row-major), bias 0.
+void init_head_linear(nn::Linear& l, int64_t out, int64_t in, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.f, 0.02f);
+  l.weight = Tensor::empty({out, in});
+  l.bias = Tensor::zeros({out});
+  l.in_features = in;
+  l.out_features = out;
+  l.dweight = l.dbias = Tensor();
+  for (int64_t i = 0; i < out * in; ++i) l.weight.data<float>()[i] = normal(rng);
+}
+
+}  // namespace
+
 void StackedEncoder::add_sequence_classifier(int64_t num_labels, uint64_t seed) {
   ENCORE_CHECK(num_labels > 0, "add_sequence_classifier: num_labels must be positive");
   ClassificationHead c = sequence_head_layout;
@@ -201,21 +217,22 @@ void StackedEncoder::add_sequence_classifier(int64_t num_labels, uint64_t seed) 
                info.model_type, "'");
   ENCORE_CHECK(c.input != ClassificationHead::Input::pooled || pooler, "add_sequence_classifier: ", info.model_type,
                "'s sequence classifier reads the pooler, which this checkpoint does not have");
-  const int64_t H = info.hidden_size;
   std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.f, 0.02f);
-  auto init = [&](nn::Linear& l, int64_t out) {
-    l.weight = Tensor::empty({out, H});
-    l.bias = Tensor::zeros({out});
-    l.in_features = H;
-    l.out_features = out;
-    l.dweight = l.dbias = Tensor();
-    for (int64_t i = 0; i < out * H; ++i) l.weight.data<float>()[i] = normal(rng);
-  };
-  init(c.out, num_labels);
-  if (c.dense) init(*c.dense, H);
+  init_head_linear(c.out, num_labels, info.hidden_size, rng);
+  if (c.dense) init_head_linear(*c.dense, info.hidden_size, info.hidden_size, rng);
   head = std::move(c);
   info.head = "sequence_classification";
+  info.num_labels = num_labels;
+}
+
+void StackedEncoder::add_token_classifier(int64_t num_labels, uint64_t seed) {
+  ENCORE_CHECK(num_labels > 0, "add_token_classifier: num_labels must be positive");
+  ClassificationHead c = head_layout(ClassificationHead::Input::every_token, "", "classifier", kernels::Act::none,
+                                     token_head_dropout, 0.0);
+  std::mt19937_64 rng(seed);
+  init_head_linear(c.out, num_labels, info.hidden_size, rng);
+  head = std::move(c);
+  info.head = "token_classification";
   info.num_labels = num_labels;
 }
 

@@ -524,6 +524,7 @@ bool AutoModel::gradient_checkpointing() const { return impl_->gradient_checkpoi
 void AutoModel::add_sequence_classifier(int64_t num_labels, uint64_t seed) {
   impl_->add_sequence_classifier(num_labels, seed);
 }
+void AutoModel::add_token_classifier(int64_t num_labels, uint64_t seed) { impl_->add_token_classifier(num_labels, seed); }
 int64_t AutoModel::max_sequence_length() const { return impl_->max_sequence_length(); }
 
 }  // namespace encore

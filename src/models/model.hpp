@@ -108,6 +108,10 @@ class EncoderModel : public nn::Module {
   // Adds a freshly initialised sequence-classification head (as transformers' *ForSequenceClassification
   // initialises it: normal(0, 0.02) weights, zero bias) when the checkpoint has none.
   virtual void add_sequence_classifier(int64_t num_labels, uint64_t seed) = 0;
+  // The same for a token-classification head (*ForTokenClassification's "classifier" on every token).
+  virtual void add_token_classifier(int64_t num_labels, uint64_t seed) {
+    throw Error("add_token_classifier: not supported for model_type '" + info.model_type + "'");
+  }
   virtual int64_t max_sequence_length() const { return info.max_position_embeddings; }
   // One dropout probability for every site the training forward has (see AutoModel::set_dropout).
   virtual void set_dropout(double p) = 0;
@@ -263,6 +267,9 @@ class StackedEncoder : public EncoderModel {
   // A new head laid out as sequence_head_layout, initialised as transformers does: normal(0, 0.02) weights, zero
   // biases (the output weights drawn first from mt19937_64(seed), then the dense ones).
   void add_sequence_classifier(int64_t num_labels, uint64_t seed) override;
+  // A new "classifier" on every token behind dropout(token_head_dropout), initialised the same way.
+  void add_token_classifier(int64_t num_labels, uint64_t seed) override;
+  double token_head_dropout = 0.1;  // the family's *ForTokenClassification dropout (select_head records it)
   ModelOutput forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
                       const ForwardOptions& options) const override;
   void backward(const Tensor& d_last_hidden, const Tensor& d_pooler, const Tensor& d_logits) override;

@@ -23,6 +23,27 @@ namespace encore::train {
 
 using Json = nlohmann::json;
 
+std::vector<std::string> class_names(const std::set<std::string>& labels) {
+  const bool integers = std::all_of(labels.begin(), labels.end(), [](const std::string& l) {
+    return !l.empty() && l.find_first_not_of("0123456789") == std::string::npos;
+  });
+  if (!integers) return {labels.begin(), labels.end()};
+  // Integer labels are class ids 0..max: the head gets max+1 rows, so the largest id is checked (its cost:
+  // hidden x classes floats) before anything is allocated; a 20-digit id would not even fit int64.
+  constexpr int64_t kMaxClasses = int64_t{1} << 16;
+  int64_t n = 0;
+  for (const auto& l : labels) {
+    const size_t digits = l.size() - std::min(l.find_first_not_of('0'), l.size());
+    ENCORE_CHECK_AS(InputError, digits <= 6 && std::stoll(l) < kMaxClasses, "train: integer label ", l,
+                    " is a class id, and at most ", kMaxClasses, " classes (ids 0..", kMaxClasses - 1,
+                    ") are supported; use string labels for names");
+    n = std::max<int64_t>(n, std::stoll(l) + 1);
+  }
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(std::to_string(i));
+  return out;
+}
+
 void Fingerprint::add(const std::string& s) {
   for (unsigned char c : s) h_ = (h_ ^ c) * 1099511628211ull;
   h_ = (h_ ^ 0xFF) * 1099511628211ull;  // field separator

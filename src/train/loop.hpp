@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,10 @@ void split_held_out(const TrainConfig& cfg, std::vector<Example>& train, std::ve
   }
   ENCORE_CHECK(!train.empty(), "train: no training examples left after the held-out split");
 }
+
+// The class names of a data set's labels, in id order: integer labels are class ids 0..max (every id up to the
+// largest, named by its decimal), other labels their strings in sorted order. Refuses ids of 2^16 and more.
+std::vector<std::string> class_names(const std::set<std::string>& labels);
 
 // FNV-1a over string fields, each followed by a separator: fingerprints a data set.
 class Fingerprint {

@@ -12,8 +12,7 @@
 #include "encore/model.hpp"
 #include "encore/tokenizer.hpp"
 #include "encore/train.hpp"
-#include "train/checkpoint.hpp"
-#include "train/loop.hpp"
+#include "train/labelled_task.hpp"
 
 namespace encore::train {
 
@@ -33,13 +32,6 @@ std::vector<Example> read_examples(const std::string& path) {
   }
   ENCORE_CHECK(!out.empty(), "'", path, "' holds no examples");
   return out;
-}
-
-bool all_integers(const std::set<std::string>& labels) {
-  for (const auto& l : labels) {
-    if (l.empty() || l.find_first_not_of("0123456789") != std::string::npos) return false;
-  }
-  return true;
 }
 
 struct Batch {
@@ -71,31 +63,17 @@ Batch make_batch(const std::vector<Encoding>& enc, const std::vector<int64_t>& l
   return b;
 }
 
-class ClassificationTask final : public TrainTask {
+class ClassificationTask final : public LabelledTask {
  public:
   ClassificationTask(const TrainConfig& cfg, std::vector<Example> train_set, std::vector<Example> eval_set)
-      : cfg_(cfg), source_dir_(cfg.resume_dir.empty() ? cfg.model_dir : cfg.resume_dir),
-        model_(AutoModel::load(source_dir_)) {
-    // Labels: integer ids as given, else strings in sorted order.
+      : LabelledTask(cfg) {
     std::set<std::string> names;
     for (auto& e : train_set) names.insert(e.label);
     for (auto& e : eval_set) names.insert(e.label);
+    labels_ = class_names(names);
+    num_labels_ = static_cast<int64_t>(labels_.size());
     std::map<std::string, int64_t> label_id;
-    if (all_integers(names)) {
-      // Integer labels are class ids 0..max: the head gets max+1 rows, so the largest id is checked (its cost:
-      // hidden x classes floats) before anything is allocated; a 20-digit id would not even fit int64.
-      constexpr int64_t kMaxClasses = int64_t{1} << 16;
-      for (auto& n : names) {
-        const size_t digits = n.size() - std::min(n.find_first_not_of('0'), n.size());
-        ENCORE_CHECK_AS(InputError, digits <= 6 && std::stoll(n) < kMaxClasses, "train: integer label ", n,
-                        " is a class id, and at most ", kMaxClasses, " classes (ids 0..", kMaxClasses - 1,
-                        ") are supported; use string labels for names");
-        num_labels_ = std::max<int64_t>(num_labels_, std::stoll(n) + 1);
-      }
-      for (int64_t i = 0; i < num_labels_; ++i) label_id[std::to_string(i)] = i, labels_.push_back(std::to_string(i));
-    } else {
-      for (auto& n : names) label_id[n] = num_labels_++, labels_.push_back(n);
-    }
+    for (int64_t i = 0; i < num_labels_; ++i) label_id[labels_[i]] = i;
     ENCORE_CHECK(num_labels_ >= 2, "train: classification needs at least 2 classes, the data has ", num_labels_);
     if (model_.info().head != "sequence_classification") {
       model_.add_sequence_classifier(num_labels_, cfg.seed);
@@ -120,20 +98,10 @@ class ClassificationTask final : public TrainTask {
     pad_id_ = model_.info().pad_token_id;
   }
 
-  const std::vector<std::string>& labels() const { return labels_; }
   std::string name() const override { return "classification"; }
-  AutoModel& model() override { return model_; }
   int64_t train_examples() const override { return static_cast<int64_t>(train_enc_.size()); }
   int64_t eval_examples() const override { return static_cast<int64_t>(eval_enc_.size()); }
-  std::string data_fingerprint() const override { return fingerprint_.hex(); }
-  nlohmann::json identity() const override { return {{"labels", labels_}}; }
   std::string metric_name() const override { return "accuracy"; }
-
-  // Each micro-batch's mean-loss gradient is weighted by its share of the step's examples, so the step's
-  // gradient (and loss) is the mean over all of them, as one batch of grad_accum x batch_size.
-  double micro_batch_weight(int64_t examples, int64_t step_examples, int64_t) const override {
-    return static_cast<double>(examples) / static_cast<double>(step_examples);
-  }
 
   double train_micro_batch(const std::vector<int64_t>& idx, double weight, int64_t* tokens) override {
     Batch b = make_batch(train_enc_, train_labels_, idx, pad_id_);
@@ -167,38 +135,16 @@ class ClassificationTask final : public TrainTask {
     return static_cast<double>(correct) / static_cast<double>(n);
   }
 
-  void save(const std::string& dir, const AdamW& optimizer, const nlohmann::json& trainer_state,
-            const std::string& plot_svg) override {
-    save_checkpoint(dir, {&model_, source_dir_, labels_, &optimizer, trainer_state, plot_svg});
-  }
-
  private:
-  const TrainConfig& cfg_;
-  std::string source_dir_;
-  AutoModel model_;
-  std::vector<std::string> labels_;
   int64_t num_labels_ = 0, pad_id_ = 0;
   std::vector<Encoding> train_enc_, eval_enc_;
   std::vector<int64_t> train_labels_, eval_labels_;
-  Fingerprint fingerprint_;
 };
 
 }  // namespace
 
 TrainReport fine_tune_classifier(const TrainConfig& cfg, const std::function<void(const TrainProgress&)>& progress) {
-  ENCORE_CHECK(cfg.batch_size > 0 && cfg.max_length > 1 && (cfg.steps > 0 || cfg.epochs > 0),
-               "train: batch_size, max_length and steps or epochs must be positive");
-  check_common_options(cfg);
-  create_output_parents(cfg);
-  if (!cfg.output_dir.empty()) check_output_dir(cfg.output_dir);  // fail now, not after hours of training
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<Example> train_set = read_examples(cfg.data), eval_set;
-  split_held_out(cfg, train_set, eval_set, read_examples);
-  const nlohmann::json resumed = resume_state(cfg);
-  ClassificationTask task(cfg, std::move(train_set), std::move(eval_set));
-  TrainReport report = run_training(cfg, task, resumed, progress, t0);
-  report.labels = task.labels();
-  return report;
+  return run_labelled_task<ClassificationTask>(cfg, progress, read_examples);
 }
 
 }  // namespace encore::train
