@@ -33,7 +33,7 @@ void register_train(CLI::App& app) {
   static int threads = 0;
   static bool no_shuffle = false, quiet = false, distributed = false;
   static double dist_timeout = 300, bucket_mb = 25;
-  auto* cmd = app.add_subcommand("train", "fine-tune a checkpoint of any supported family (bert, roberta, xlm-roberta, distilbert, albert, electra, mpnet) for sequence or token classification or as a sentence encoder");
+  auto* cmd = app.add_subcommand("train", "fine-tune a checkpoint of any supported family (bert, roberta, xlm-roberta, distilbert, albert, electra, mpnet, modernbert) for sequence or token classification or as a sentence encoder");
   cmd->add_option("--model", c.model_dir, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--data", c.data, "training data: .jsonl or .csv with text[, text_pair], label")->required();
   cmd->add_option("--eval-data", c.eval_data, "held-out data (default: the last --eval-fraction of --data)");

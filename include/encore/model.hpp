@@ -5,7 +5,7 @@
 //   out.last_hidden_state;                                               // (B, T, hidden_size) float32
 //
 // Supported model_type values: bert (also MiniLM, BGE, E5, GTE-base), roberta, xlm-roberta, distilbert,
-// albert, electra, mpnet, modernbert (inference only). Weights are read from model.safetensors (or the shards of
+// albert, electra, mpnet, modernbert. Weights are read from model.safetensors (or the shards of
 // model.safetensors.index.json), mmapped; pytorch_model.bin is refused. A checkpoint saved from a task model
 // (BertForSequenceClassification...) loads too: the base weights are found under their prefix and the
 // sequence- or token-classification head, when present, fills ModelOutput::logits.
@@ -73,7 +73,7 @@ class AutoModel {
                       const Tensor& token_type_ids = Tensor(), const ForwardOptions& options = {}) const;
   const ModelInfo& info() const;
 
-  // Training (every family: bert, roberta/xlm-roberta, distilbert, albert, electra, mpnet, with Hugging Face's
+  // Training (every family: bert, roberta/xlm-roberta, distilbert, albert, electra, mpnet, modernbert, with Hugging Face's
   // dropout placement and probabilities from config.json): train() copies weights mapped from the checkpoint into owned memory (once) and
   // makes forward() save what backward() needs; backward() takes the gradients of the outputs the loss used
   // and accumulates parameter gradients (see module().named_grads()). eval() returns to inference.

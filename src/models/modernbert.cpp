@@ -15,8 +15,10 @@
 // Wqkv/Wo and Wi/Wo carry biases per norm_bias, attention_bias and mlp_bias. hidden_states are the embeddings'
 // output, then each layer's, the last one after final_norm (as transformers returns them).
 // Windowed attention runs in query chunks over the keys each chunk can see, so its memory and work grow linearly
-// with the length; global layers use the fused kernel (no T x T buffer). Inference only: training (backward) is
-// refused with an error naming the family.
+// with the length; global layers use the fused kernel (no T x T buffer). Training: forward_train saves what each
+// module's backward needs (the attention probabilities (B, heads, T, T) per layer, a band mask for windowed
+// layers); dropout at transformers' sites (embedding_dropout after the embeddings' norm, attention_dropout on the
+// probabilities and on Wo's output, mlp_dropout on act(input)·gate, classifier_dropout after the head).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,6 +28,7 @@
 #include "io/json_file.hpp"
 #include "models/model.hpp"
 #include "nn/common.hpp"
+#include "ops/backward.hpp"
 #include "ops/ops.hpp"
 
 namespace encore::models {
@@ -253,6 +256,46 @@ struct ModernBertAttention : nn::Module {
     return nn::detail::linear(Wo, out, false);
   }
 
+  struct Saved {
+    Tensor x, qkv, qk, probs, attn;  // Wqkv's input and output, rotated [q | k], probabilities, Wo's input
+    uint64_t seed_probs = 0, seed_out = 0;
+  };
+  // Training (padded batch x (B, T, C)): dropout(Wo(dropout(softmax(q·kᵀ/√d + masks))·v)), saving sv.
+  Tensor forward_train(Saved& sv, const Tensor& x, const AttentionContext& ctx) const {
+    const int64_t B = x.size(0), T = x.size(1), C = heads * head_dim;
+    sv.x = x;
+    sv.qkv = ops::linear_forward(x, Wqkv.weight, Wqkv.bias);
+    sv.qk = ops::rotary_forward(sv.qkv.slice(2, 0, 2 * C).contiguous().view({B, T, 2 * heads, head_dim}),
+                                global ? ctx.cos_global : ctx.cos_local, global ? ctx.sin_global : ctx.sin_local)
+                .view({B, T, 2 * C});
+    ops::AttentionMasks masks;
+    masks.key_padding_mask = ctx.key_padding;
+    if (!global) masks.attn_mask = band_mask(0, T, 0, T, window);
+    sv.seed_probs = nn::detail::next_seed();
+    sv.attn = ops::attention_forward_train(&sv.probs, sv.qk.slice(2, 0, C), sv.qk.slice(2, C, 2 * C),
+                                           sv.qkv.slice(2, 2 * C, 3 * C), heads, masks, dropout, true, sv.seed_probs);
+    sv.seed_out = nn::detail::next_seed();
+    return ops::dropout_forward(ops::linear_forward(sv.attn, Wo.weight, Wo.bias), dropout, true, sv.seed_out);
+  }
+  // The gradient of x; accumulates Wqkv's and Wo's.
+  Tensor backward(const Saved& sv, const Tensor& dout, const AttentionContext& ctx) {
+    const int64_t B = sv.x.size(0), T = sv.x.size(1), C = heads * head_dim;
+    Tensor d;
+    ops::dropout_backward(&d, dout, dropout, true, sv.seed_out);
+    // in the forward pass this was:  out = attn·Woᵀ + b
+    const Tensor dattn = nn::detail::linear_backward(Wo, d, sv.attn);
+    Tensor dqkv = Tensor::empty({B, T, 3 * C}), dqk = Tensor::empty({B, T, 2 * C});
+    Tensor dq = dqk.slice(2, 0, C), dk = dqk.slice(2, C, 2 * C), dv = dqkv.slice(2, 2 * C, 3 * C);
+    ops::attention_backward(&dq, &dk, &dv, nullptr, dattn, sv.probs, sv.qk.slice(2, 0, C), sv.qk.slice(2, C, 2 * C),
+                            sv.qkv.slice(2, 2 * C, 3 * C), heads, dropout, true, sv.seed_probs);
+    // in the forward pass this was:  [q | k] = rope(qkv[..., :2C]) - the gradient is the inverse rotation
+    Tensor dqk_in;
+    ops::rotary_backward(&dqk_in, dqk.view({B, T, 2 * heads, head_dim}), global ? ctx.cos_global : ctx.cos_local,
+                         global ? ctx.sin_global : ctx.sin_local);
+    dqkv.slice(2, 0, 2 * C).copy_from(dqk_in.view({B, T, 2 * C}));
+    return nn::detail::linear_backward(Wqkv, dqkv, sv.x);
+  }
+
  protected:
   void members(nn::Members& m) override { m.children({{"Wqkv", Wqkv}, {"Wo", Wo}}); }
 };
@@ -266,6 +309,26 @@ struct ModernBertMLP : nn::Module {
   Tensor forward(const Tensor& x) const {
     return nn::detail::linear(Wo, ops::gated_forward(nn::detail::linear(Wi, x, false), act, kernels::Gate::first),
                               false);
+  }
+
+  struct Saved {
+    Tensor x, wi_out, hidden;  // Wi's input and output, Wo's input
+    uint64_t seed = 0;
+  };
+  Tensor forward_train(Saved& sv, const Tensor& x) const {
+    sv.x = x;
+    sv.wi_out = ops::linear_forward(x, Wi.weight, Wi.bias);
+    sv.seed = nn::detail::next_seed();
+    sv.hidden = ops::dropout_forward(ops::gated_forward(sv.wi_out, act, kernels::Gate::first), dropout, true, sv.seed);
+    return ops::linear_forward(sv.hidden, Wo.weight, Wo.bias);
+  }
+  Tensor backward(const Saved& sv, const Tensor& dout) {
+    // in the forward pass this was:  out = Wo(dropout(act(input)·gate)), [input | gate] = Wi(x)
+    const Tensor dhidden = nn::detail::linear_backward(Wo, dout, sv.hidden);
+    Tensor dgated, dwi;
+    ops::dropout_backward(&dgated, dhidden, dropout, true, sv.seed);
+    ops::gated_backward(&dwi, dgated, sv.wi_out, act, kernels::Gate::first);
+    return nn::detail::linear_backward(Wi, dwi, sv.x);
   }
 
  protected:
@@ -284,6 +347,29 @@ struct ModernBertEncoderLayer : nn::Module {
     Tensor out = mlp.forward(mlp_norm.apply(h));
     ops::add_forward_(out, h);  // out = h + mlp(mlp_norm(h))
     return out;
+  }
+
+  struct Saved {
+    ModernBertAttention::Saved attn;
+    ModernBertMLP::Saved mlp;
+  };
+  // The norms save their inputs on their own stacks (one use per forward).
+  Tensor forward_train(Saved& sv, const Tensor& x, const AttentionContext& ctx) const {
+    Tensor h = attn.forward_train(sv.attn, attn_norm ? attn_norm->apply(x) : x, ctx);
+    ops::add_forward_(h, x);
+    Tensor out = mlp.forward_train(sv.mlp, mlp_norm.apply(h));
+    ops::add_forward_(out, h);
+    return out;
+  }
+  Tensor backward(const Saved& sv, const Tensor& dout, const AttentionContext& ctx) {
+    // in the forward pass this was:  out = h + mlp(mlp_norm(h))
+    Tensor dh = mlp_norm.backward(mlp.backward(sv.mlp, dout));
+    ops::add_forward_(dh, dout);
+    // in the forward pass this was:  h = x + attn(attn_norm(x))
+    const Tensor da = attn.backward(sv.attn, dh, ctx);
+    Tensor dx = attn_norm ? attn_norm->backward(da) : da;
+    ops::add_forward_(dx, dh);
+    return dx;
   }
 
  protected:
@@ -318,16 +404,24 @@ class ModernBert : public EncoderModel {
   std::optional<nn::Linear> classifier;
   std::string checkpoint_prefix;  // "" (ModernBertModel) or "model." (a task model's checkpoint)
 
+  double classifier_dropout = 0.0;  // after the head, training only
+
   ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
                       const ForwardOptions& opt) const override {
     auto [B, T] = check_inputs(ids, mask, types);  // token_type_ids: ModernBERT has none; ignored as transformers'
-    ENCORE_CHECK(!training_, "modernbert: training is not supported yet (inference only); call eval()");
     ENCORE_CHECK(T <= config.max_positions, "input length ", T, " exceeds max_position_embeddings ",
                  config.max_positions);
+    ENCORE_CHECK(!(training_ && gradient_checkpointing), "modernbert: gradient checkpointing is not supported");
+    if (training_) clear_saved();
+    auto sv = training_ ? std::make_shared<Saved>() : nullptr;
     ModelOutput out;
-    Tensor x = embeddings.forward(ids);
+    Tensor x = embeddings.forward(ids);  // (saving for backward in training)
+    if (sv) {
+      sv->seed_embeddings = nn::detail::next_seed();
+      x = ops::dropout_forward(x, embeddings.dropout, true, sv->seed_embeddings);
+    }
     const Tensor kpm = key_padding_from_attention_mask(mask, B, T);
-    const std::optional<PackedBatch> packed = PackedBatch::plan(kpm, opt, false);
+    const std::optional<PackedBatch> packed = PackedBatch::plan(kpm, opt, training_);
     AttentionContext ctx;
     Tensor positions;
     if (packed) {  // every sequence's positions restart at 0
@@ -349,9 +443,15 @@ class ModernBert : public EncoderModel {
 
     auto record = [&](const Tensor& h) { out.hidden_states.push_back(packed ? packed->scatter(h) : h); };
     if (opt.output_hidden_states) record(x);
-    for (const auto& layer : layers) {
+    if (sv) sv->layers.resize(layers.size());
+    for (size_t i = 0; i < layers.size(); ++i) {
       Tensor weights;
-      x = layer.forward(x, ctx, opt.output_attentions ? &weights : nullptr);
+      if (sv) {
+        x = layers[i].forward_train(sv->layers[i], x, ctx);
+        weights = sv->layers[i].attn.probs;
+      } else {
+        x = layers[i].forward(x, ctx, opt.output_attentions ? &weights : nullptr);
+      }
       if (opt.output_hidden_states) record(x);
       if (opt.output_attentions) out.attentions.push_back(weights);
     }
@@ -360,24 +460,94 @@ class ModernBert : public EncoderModel {
     if (opt.output_hidden_states) out.hidden_states.back() = out.last_hidden_state;  // transformers' last entry
     if (classifier && opt.compute_logits) {
       Tensor features = out.last_hidden_state;  // token classification: every token
-      if (info.head == "sequence_classification") {
-        PoolingConfig pooling;
-        pooling.modes = {config.classifier_pooling};  // cls: x[:, 0]; mean: over attention_mask's tokens
-        features = config.classifier_pooling == "cls" ? first_token(features) : pool_tokens(features, mask, pooling);
+      if (info.head == "sequence_classification")  // cls: x[:, 0]; mean: over attention_mask's tokens
+        features = config.classifier_pooling == "cls" ? first_token(features)
+                                                      : pool_tokens(features, mask, classifier_pooling());
+      if (sv) {
+        // logits = classifier(dropout(norm(act(dense(features)))))
+        sv->features = features;
+        Tensor a = ops::linear_forward_train(&sv->head_pre, features, head->dense.weight, head->dense.bias, head->act);
+        sv->seed_head = nn::detail::next_seed();
+        sv->head_out = ops::dropout_forward(head->norm.apply(a), classifier_dropout, true, sv->seed_head);
+        out.logits = ops::linear_forward(sv->head_out, classifier->weight, classifier->bias);
+        sv->logits = true;
+      } else {
+        out.logits = nn::detail::linear(*classifier, head->forward(features), false);
       }
-      out.logits = nn::detail::linear(*classifier, head->forward(features), false);
+    }
+    if (sv) {
+      sv->ctx = std::move(ctx);
+      sv->ctx.cu_seqlens = nullptr;  // training never packs
+      sv->mask = mask;
+      sv->last = out.last_hidden_state;
+      push_saved(sv);
     }
     return out;
   }
 
-  void backward(const Tensor&, const Tensor&, const Tensor&) override {
-    throw Error("modernbert: training (backward) is not supported yet");
+  void backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) override {
+    auto sv = pop_saved<Saved>("modernbert");
+    ENCORE_CHECK(!d_pooler.defined(), "backward: d_pooler given but modernbert has no pooler");
+    const Tensor& last = sv->last;
+    Tensor dlast = d_last.defined() ? d_last.contiguous().clone() : Tensor::zeros(last.shape());
+    check_shape(dlast, "d_last_hidden_state", last.shape());
+    if (d_logits.defined()) {
+      ENCORE_CHECK(classifier && sv->logits, "backward: d_logits given but no logits were computed");
+      // in the forward pass this was:  logits = classifier(dropout(norm(act(dense(features)))))
+      Tensor dhead;
+      ops::dropout_backward(&dhead, nn::detail::linear_backward(*classifier, d_logits, sv->head_out),
+                            classifier_dropout, true, sv->seed_head);
+      const Tensor dfeatures = nn::detail::linear_backward(head->dense, head->norm.backward(dhead), sv->features,
+                                                           sv->head_pre, head->act);
+      if (info.head == "token_classification") {
+        ops::add_forward_(dlast, dfeatures);
+      } else if (config.classifier_pooling == "mean") {
+        ops::add_forward_(dlast, pool_tokens_backward(dfeatures, last, sv->mask, classifier_pooling()));
+      } else {  // dlast[:, 0] += d
+        Tensor first = dlast.select(1, 0);
+        first.copy_from(ops::add_forward(first.contiguous(), dfeatures));
+      }
+    }
+    Tensor d = final_norm.backward(dlast);
+    for (size_t i = layers.size(); i-- > 0;) d = layers[i].backward(sv->layers[i], d, sv->ctx);
+    // in the forward pass this was:  x = dropout(norm(tok_embeddings[ids]))
+    Tensor dnorm;
+    ops::dropout_backward(&dnorm, d, embeddings.dropout, true, sv->seed_embeddings);
+    embeddings.tok_embeddings.backward(embeddings.norm.backward(dnorm));
   }
-  void add_sequence_classifier(int64_t, uint64_t) override {
-    throw Error("modernbert: add_sequence_classifier is not supported yet (fine-tuning needs training)");
+
+  // A new ModernBertForSequenceClassification head (head.dense, head.norm, classifier) initialised as the
+  // interface promises: normal(0, 0.02) weights drawn from mt19937_64(seed) (classifier first, then dense), zero
+  // biases, unit norm scale.
+  void add_sequence_classifier(int64_t num_labels, uint64_t seed) override {
+    ENCORE_CHECK(num_labels > 0, "add_sequence_classifier: num_labels must be positive");
+    const int64_t C = config.hidden;
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.f, 0.02f);
+    auto init = [&](int64_t out, bool bias) {
+      nn::Linear l;
+      l.weight = Tensor::empty({out, C});
+      for (int64_t i = 0; i < out * C; ++i) l.weight.data<float>()[i] = normal(rng);
+      if (bias) l.bias = Tensor::zeros({out});
+      l.in_features = C;
+      l.out_features = out;
+      return l;
+    };
+    classifier = init(num_labels, true);
+    ModernBertPredictionHead h;
+    h.dense = init(C, config.classifier_bias);
+    h.act = act_of(config.classifier_activation);
+    h.norm = nn::LayerNorm(C, config.norm_eps, true, config.norm_bias);
+    h.norm.weight = Tensor::full({C}, 1.f);
+    if (config.norm_bias) h.norm.bias = Tensor::zeros({C});
+    head = std::move(h);
+    head->train(training_);
+    classifier->train(training_);
+    info.head = "sequence_classification";
+    info.num_labels = num_labels;
   }
   void set_dropout(double p) override {
-    embeddings.dropout = p;
+    embeddings.dropout = classifier_dropout = p;
     for (auto& l : layers) l.attn.dropout = l.mlp.dropout = p;
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
@@ -422,6 +592,18 @@ class ModernBert : public EncoderModel {
   }
 
  private:
+  struct Saved {
+    uint64_t seed_embeddings = 0, seed_head = 0;
+    std::vector<ModernBertEncoderLayer::Saved> layers;
+    AttentionContext ctx;
+    Tensor mask, last, features, head_pre, head_out;
+    bool logits = false;
+  };
+  PoolingConfig classifier_pooling() const {
+    PoolingConfig p;
+    p.modes = {config.classifier_pooling};
+    return p;
+  }
   void base_members(nn::Members& m) {
     m.child("embeddings", embeddings);
     for (size_t i = 0; i < layers.size(); ++i) m.child("layers." + std::to_string(i), layers[i]);
@@ -445,6 +627,7 @@ std::unique_ptr<EncoderModel> load_modernbert(const HfConfig& cfg, const io::Wei
   m->embeddings.tok_embeddings = nn::Embedding(w.take("embeddings.tok_embeddings.weight", {c.vocab, C}), c.pad_token_id);
   m->embeddings.norm = take_norm(w, "embeddings.norm", C, c.norm_eps, c.norm_bias);
   m->embeddings.dropout = c.embedding_dropout;
+  m->classifier_dropout = c.classifier_dropout;
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     ModernBertEncoderLayer l;

