@@ -38,7 +38,10 @@ void register_ner(CLI::App& app) {
                   "none (one entity per token), simple, first, average or max (transformers' aggregation_strategy)")
       ->check(CLI::IsMember({"none", "simple", "first", "average", "max"}, CLI::ignore_case))
       ->capture_default_str();
-  cmd->add_option("--ignore-labels", a.ignore_labels, "labels left out of the output (default: O; give '' for none)")
+  cmd->add_option("--ignore-labels", a.ignore_labels,
+                  "labels left out of the output, comma-separated or repeated (default: O; '' for none)")
+      ->allow_extra_args(false)
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--batch-size", a.batch_size, "texts per forward pass")
       ->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))

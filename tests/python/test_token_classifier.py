@@ -211,6 +211,14 @@ def test_cli_ner_matches_the_pipeline(checkpoints, references, tmp_path):
     got = [json.loads(line) for line in r.stdout.splitlines()]
     pipe = T.pipeline("token-classification", model=str(checkpoints["bert"]), device="cpu")
     compare(pipe([CORPUS[0], CORPUS[6]], aggregation_strategy="average", ignore_labels=[]), got, "cli average keep O")
+    r = subprocess.run([str(ENCORE_BIN), "ner", "--model", str(checkpoints["bert"]), "-i", str(plain), "--aggregation",
+                        "max", "--ignore-labels", "O,LOC", "--ignore-labels", "MISC"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(line) for line in r.stdout.splitlines()]
+    want = pipe([CORPUS[0], CORPUS[6]], aggregation_strategy="max", ignore_labels=["O", "LOC", "MISC"])
+    assert any(want) and all(e["entity_group"] not in ("LOC", "MISC") for text in want for e in text)
+    compare(want, got, "cli max ignoring O, LOC, MISC")
 
 
 def test_errors_name_the_problem(checkpoints, tiny_bert, tmp_path):
