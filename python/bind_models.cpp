@@ -143,6 +143,8 @@ void bind_models(py::module_& m) {
       .def("add_sequence_classifier", &encore::AutoModel::add_sequence_classifier, py::arg("num_labels"),
            py::arg("seed") = 0,
            "a new sequence-classification head laid out as the family's *ForSequenceClassification, normal(0, 0.02)")
+      .def("add_token_classifier", &encore::AutoModel::add_token_classifier, py::arg("num_labels"), py::arg("seed") = 0,
+           "a new token-classification head laid out as the family's *ForTokenClassification, normal(0, 0.02)")
       .def_property("gradient_checkpointing", &encore::AutoModel::gradient_checkpointing,
                     &encore::AutoModel::set_gradient_checkpointing,
                     "training: keep only layer inputs and recompute each layer's forward during backward")

@@ -516,35 +516,14 @@ class ModernBert : public EncoderModel {
     embeddings.tok_embeddings.backward(embeddings.norm.backward(dnorm));
   }
 
-  // A new ModernBertForSequenceClassification head (head.dense, head.norm, classifier) initialised as the
+  // A new ModernBertFor{Sequence,Token}Classification head (head.dense, head.norm, classifier) initialised as the
   // interface promises: normal(0, 0.02) weights drawn from mt19937_64(seed) (classifier first, then dense), zero
   // biases, unit norm scale.
   void add_sequence_classifier(int64_t num_labels, uint64_t seed) override {
-    ENCORE_CHECK(num_labels > 0, "add_sequence_classifier: num_labels must be positive");
-    const int64_t C = config.hidden;
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> normal(0.f, 0.02f);
-    auto init = [&](int64_t out, bool bias) {
-      nn::Linear l;
-      l.weight = Tensor::empty({out, C});
-      for (int64_t i = 0; i < out * C; ++i) l.weight.data<float>()[i] = normal(rng);
-      if (bias) l.bias = Tensor::zeros({out});
-      l.in_features = C;
-      l.out_features = out;
-      return l;
-    };
-    classifier = init(num_labels, true);
-    ModernBertPredictionHead h;
-    h.dense = init(C, config.classifier_bias);
-    h.act = act_of(config.classifier_activation);
-    h.norm = nn::LayerNorm(C, config.norm_eps, true, config.norm_bias);
-    h.norm.weight = Tensor::full({C}, 1.f);
-    if (config.norm_bias) h.norm.bias = Tensor::zeros({C});
-    head = std::move(h);
-    head->train(training_);
-    classifier->train(training_);
-    info.head = "sequence_classification";
-    info.num_labels = num_labels;
+    add_head("sequence_classification", num_labels, seed);
+  }
+  void add_token_classifier(int64_t num_labels, uint64_t seed) override {
+    add_head("token_classification", num_labels, seed);
   }
   void set_dropout(double p) override {
     embeddings.dropout = classifier_dropout = p;
@@ -592,6 +571,34 @@ class ModernBert : public EncoderModel {
   }
 
  private:
+  void add_head(const char* kind, int64_t num_labels, uint64_t seed) {
+    ENCORE_CHECK(num_labels > 0, "add_", kind == std::string("token_classification") ? "token" : "sequence",
+                 "_classifier: num_labels must be positive");
+    const int64_t C = config.hidden;
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.f, 0.02f);
+    auto init = [&](int64_t out, bool bias) {
+      nn::Linear l;
+      l.weight = Tensor::empty({out, C});
+      for (int64_t i = 0; i < out * C; ++i) l.weight.data<float>()[i] = normal(rng);
+      if (bias) l.bias = Tensor::zeros({out});
+      l.in_features = C;
+      l.out_features = out;
+      return l;
+    };
+    classifier = init(num_labels, true);
+    ModernBertPredictionHead h;
+    h.dense = init(C, config.classifier_bias);
+    h.act = act_of(config.classifier_activation);
+    h.norm = nn::LayerNorm(C, config.norm_eps, true, config.norm_bias);
+    h.norm.weight = Tensor::full({C}, 1.f);
+    if (config.norm_bias) h.norm.bias = Tensor::zeros({C});
+    head = std::move(h);
+    head->train(training_);
+    classifier->train(training_);
+    info.head = kind;
+    info.num_labels = num_labels;
+  }
   struct Saved {
     uint64_t seed_embeddings = 0, seed_head = 0;
     std::vector<ModernBertEncoderLayer::Saved> layers;

@@ -463,3 +463,26 @@ def test_every_parameter_gradient_matches_torch_autograd(saved, name, tmp_path, 
         d = float(np.abs(g - want).max() / np.abs(want).max())
         assert d <= GRAD_REL, f"{name} {n}: gradient rel diff {d:.2e}"
     assert covered == set(hf), f"not compared: {sorted(set(hf) - covered)}"
+
+
+@pytest.mark.parametrize("kind", ["sequence", "token"])
+def test_added_head_exports_under_transformers_names(saved, kind):
+    """add_sequence_classifier / add_token_classifier on a base checkpoint, then export_hf: the tensors load into
+    transformers' ModernBertFor{Sequence,Token}Classification strictly, and its logits equal encore's within 1e-5."""
+    path, model = saved["biases"]
+    enc = encore.AutoModel.load(path)
+    getattr(enc, f"add_{kind}_classifier")(3, seed=5)
+    arch, tensors = enc.export_hf()
+    cls = getattr(T, f"ModernBertFor{kind.capitalize()}Classification")
+    assert arch == cls.__name__
+    ref = cls(T.ModernBertConfig(**BY_NAME["biases"][1], num_labels=3, attn_implementation="eager")).eval()
+    ref.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, strict=True)
+    ids, mask = batch(ref.config, LENGTHS, seed=8)
+    with torch.no_grad():
+        want = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+    got = np.asarray(enc(ids, mask, return_dict=True, skip_padding=False)["logits"])
+    if kind == "token":
+        compared = defined_positions(ref.config, mask)
+        got, want = got[compared], want[compared]
+    assert np.abs(want).max() > 0.01
+    assert max_diff(got, want) <= TOL

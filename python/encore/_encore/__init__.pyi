@@ -61,6 +61,10 @@ class AutoModel:
         """
         a new sequence-classification head laid out as the family's *ForSequenceClassification, normal(0, 0.02)
         """
+    def add_token_classifier(self, num_labels: typing.SupportsInt | typing.SupportsIndex, seed: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+        """
+        a new token-classification head laid out as the family's *ForTokenClassification, normal(0, 0.02)
+        """
     def backward(self, d_last_hidden_state: typing.Any = None, d_pooler_output: typing.Any = None, d_logits: typing.Any = None) -> None:
         """
         accumulate parameter gradients for the last training-mode forward
