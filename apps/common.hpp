@@ -91,5 +91,6 @@ void register_serve(CLI::App& app);
 void register_rerank(CLI::App& app);
 void register_ner(CLI::App& app);
 void register_classify(CLI::App& app);
+void register_profile(CLI::App& app);
 
 }  // namespace encore::cli

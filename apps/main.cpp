@@ -238,6 +238,7 @@ int main(int argc, char** argv) {
   encore::cli::register_rerank(app);
   encore::cli::register_ner(app);
   encore::cli::register_classify(app);
+  encore::cli::register_profile(app);
   try {
     try {
       app.parse(argc, argv);

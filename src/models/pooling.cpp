@@ -6,6 +6,7 @@
 //   weightedmean:          position weights w_t = t + 1 - (number of leading pads), sum(x·w·mask)/sum(w·mask)
 //   lasttoken:             the last kept token (the last position when none is kept, multiplied by its mask)
 // include_prompt = false drops the first prompt_length kept tokens (after any left padding).
+#include "encore/profiler.hpp"
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -43,6 +44,7 @@ void check_modes(const PoolingConfig& cfg) {
 }  // namespace
 
 Tensor pool_tokens(const Tensor& x_in, const Tensor& mask_in, const PoolingConfig& cfg, int64_t prompt_length) {
+  profiler::Scope profile("pooling");
   ENCORE_CHECK(x_in.dim() == 3, "pooling: token embeddings must be (B, T, C), got ", x_in.shape_str());
   const int64_t B = x_in.size(0), T = x_in.size(1), C = x_in.size(2);
   Tensor x = x_in.contiguous();
@@ -108,6 +110,7 @@ Tensor pool_tokens(const Tensor& x_in, const Tensor& mask_in, const PoolingConfi
 
 Tensor pool_tokens_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& mask_in, const PoolingConfig& cfg,
                             int64_t prompt_length) {
+  profiler::Scope profile("pooling backward");
   ENCORE_CHECK(x_in.dim() == 3, "pooling backward: token embeddings must be (B, T, C), got ", x_in.shape_str());
   const int64_t B = x_in.size(0), T = x_in.size(1), C = x_in.size(2);
   check_modes(cfg);
@@ -169,6 +172,7 @@ Tensor pool_tokens_backward(const Tensor& dy_in, const Tensor& x_in, const Tenso
 }
 
 Tensor normalize_rows(const Tensor& x_in) {
+  profiler::Scope profile("normalize");
   ENCORE_CHECK(x_in.dim() == 2, "normalize: expected (N, C), got ", x_in.shape_str());
   Tensor x = x_in.contiguous();
   const int64_t N = x.size(0), C = x.size(1);
@@ -184,6 +188,7 @@ Tensor normalize_rows(const Tensor& x_in) {
 }
 
 Tensor normalize_rows_backward(const Tensor& dy_in, const Tensor& x_in) {
+  profiler::Scope profile("normalize backward");
   ENCORE_CHECK(x_in.dim() == 2, "normalize backward: expected (N, C), got ", x_in.shape_str());
   Tensor x = x_in.contiguous(), dy = dy_in.contiguous();
   check_shape(dy, "d_normalized", x.shape());

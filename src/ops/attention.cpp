@@ -3,6 +3,7 @@
 // Two paths. Fused (inference without weights): one task per (sequence, head, query chunk) runs the fused
 // kernel, which never holds more than a query tile x key tile block of scores. Unfused (weights wanted, or
 // dropout): one (batch, head) pair per task with a T×S score buffer per thread (or the caller's probs tensor).
+#include "encore/profiler.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -148,9 +149,23 @@ int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64
          kernels::attention_fused_scratch_floats(chunk, Dk) * static_cast<int64_t>(sizeof(float));
 }
 
+double attention_flops(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks) {
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3) return 0;
+  const double per_pair = 2.0 * static_cast<double>(q.size(2) + v.size(2));
+  if (masks.cu_seqlens.empty())
+    return per_pair * static_cast<double>(q.size(0)) * static_cast<double>(q.size(1)) * static_cast<double>(k.size(1));
+  double pairs = 0;
+  for (size_t b = 0; b + 1 < masks.cu_seqlens.size(); ++b) {
+    const double length = static_cast<double>(masks.cu_seqlens[b + 1] - masks.cu_seqlens[b]);
+    pairs += length * length;
+  }
+  return per_pair * pairs;
+}
+
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed) {
+  profiler::Scope profile("attention", attention_flops(q, k, v, masks));
   ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),
                ", ", k.shape_str(), ", ", v.shape_str());
   if (!masks.cu_seqlens.empty()) {

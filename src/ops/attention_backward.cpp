@@ -3,6 +3,7 @@
 //   scores = Q_bh·K_bhᵀ ; P = softmax(scores/√d + masks) ; P' = dropout(P) ; out_bh = P'·V_bh
 // Slices write disjoint parts of dq/dk/dv, so there is no reduction across threads; the per-slice GEMMs run
 // single-threaded (detail::parallel_blocks), so the result does not depend on the thread count.
+#include "encore/profiler.hpp"
 #include <cmath>
 
 #include "ops/backward.hpp"
@@ -53,6 +54,7 @@ Tensor grad_output(Tensor* g, const char* name, const Shape& shape) {
 
 Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                                const AttentionMasks& masks, double dropout_p, bool training, uint64_t seed) {
+  profiler::Scope profile("attention", attention_flops(q, k, v, masks));
   ENCORE_CHECK(probs, "attention_forward_train: probs (the saved probabilities) is required");
   const AttnDims d = check_qkv(q, k, v, heads);
   const int64_t B = d.B, T = d.T, S = d.S, Ev = d.Ev, H = d.H, Dh = d.Dh, Dv = d.Dv;
@@ -112,6 +114,7 @@ Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, 
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dlogits, const Tensor& dout, const Tensor& probs,
                         const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, double dropout_p,
                         bool training, uint64_t seed) {
+  profiler::Scope profile("attention backward", 2.0 * attention_flops(q, k, v, AttentionMasks{}));
   const AttnDims d = check_qkv(q, k, v, heads);
   const int64_t B = d.B, T = d.T, S = d.S, E = d.E, Ev = d.Ev, H = d.H, Dh = d.Dh, Dv = d.Dv;
   check_dtype(dout, "attention dout", DType::f32);

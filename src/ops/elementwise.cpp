@@ -1,3 +1,4 @@
+#include "encore/profiler.hpp"
 #include <cmath>
 #include <limits>
 
@@ -12,6 +13,7 @@ static int64_t row_grain(int64_t C) { return std::max<int64_t>(1, 16384 / std::m
 
 Tensor layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor* mean,
                          Tensor* rstd) {
+  profiler::Scope profile("layer_norm");
   check_dtype(x, "layer_norm input", DType::f32);
   ENCORE_CHECK(x.dim() >= 1, "layer_norm input: expected at least 1 dimension, got ", x.shape_str());
   const int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
@@ -34,6 +36,7 @@ Tensor layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bi
 
 Tensor add_layernorm_forward_(Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                               double eps, bool keep_sum) {
+  profiler::Scope profile("add + layer_norm");
   check_dtype(x, "add_layer_norm input", DType::f32);
   check_dtype(residual, "add_layer_norm residual", DType::f32);
   ENCORE_CHECK(x.shape() == residual.shape(), "add_layer_norm: input ", x.shape_str(), " and residual ",
@@ -57,6 +60,7 @@ Tensor add_layernorm_forward_(Tensor& x, const Tensor& residual, const Tensor& w
 }
 
 Tensor rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor* rstd) {
+  profiler::Scope profile("rms_norm");
   check_dtype(x, "rms_norm input", DType::f32);
   ENCORE_CHECK(x.dim() >= 1, "rms_norm input: expected at least 1 dimension, got ", x.shape_str());
   const int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
@@ -74,6 +78,7 @@ Tensor rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor
 }
 
 void activation_forward_(Tensor& x, Act act) {
+  profiler::Scope profile("activation");
   check_dtype(x, "activation input", DType::f32);
   ENCORE_CHECK(x.is_contiguous(), "activation input: in-place needs a contiguous tensor, got strides ",
                shape_str(x.strides()));
@@ -83,12 +88,14 @@ void activation_forward_(Tensor& x, Act act) {
 }
 
 Tensor activation_forward(const Tensor& x, Act act) {
+  profiler::Scope profile("activation");
   Tensor out = x.clone();
   activation_forward_(out, act);
   return out;
 }
 
 Tensor gated_forward(const Tensor& x, Act act, kernels::Gate gate) {
+  profiler::Scope profile("gated activation");
   check_dtype(x, "gated input", DType::f32);
   ENCORE_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0, "gated input: expected an even last dimension [a | b], got ",
                x.shape_str());
@@ -105,6 +112,7 @@ Tensor gated_forward(const Tensor& x, Act act, kernels::Gate gate) {
 }
 
 void add_forward_(Tensor& a, const Tensor& b) {
+  profiler::Scope profile("add");
   ENCORE_CHECK(a.shape() == b.shape(), "add: shapes differ, ", a.shape_str(), " and ", b.shape_str());
   check_dtype(a, "add lhs", DType::f32);
   check_dtype(b, "add rhs", DType::f32);
@@ -117,12 +125,14 @@ void add_forward_(Tensor& a, const Tensor& b) {
 }
 
 Tensor add_forward(const Tensor& a, const Tensor& b) {
+  profiler::Scope profile("add");
   Tensor out = a.clone();
   add_forward_(out, b);
   return out;
 }
 
 Tensor dropout_forward(const Tensor& x, double p, bool training, uint64_t seed) {
+  profiler::Scope profile("dropout");
   ENCORE_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0.0) return x;
   Tensor xc = x.contiguous();
@@ -135,6 +145,7 @@ Tensor dropout_forward(const Tensor& x, double p, bool training, uint64_t seed) 
 }
 
 void softmax_forward_(Tensor& x) {
+  profiler::Scope profile("softmax");
   check_dtype(x, "softmax input", DType::f32);
   ENCORE_CHECK(x.is_contiguous() && x.dim() >= 1, "softmax: needs a contiguous tensor, got ", x.shape_str());
   const int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(C, 1);
@@ -159,6 +170,7 @@ Tensor additive_mask(const Tensor& mask, const char* name) {
 }
 
 Tensor embedding_forward(const Tensor& ids, const Tensor& table, const char* name) {
+  profiler::Scope profile("embedding");
   check_dtype(ids, name, DType::i64);
   ENCORE_CHECK(table.dim() == 2, name, " table: expected (num_embeddings, dim), got ", table.shape_str());
   const int64_t V = table.size(0), C = table.size(1), n = ids.numel();

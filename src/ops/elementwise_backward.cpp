@@ -1,5 +1,6 @@
 // Backward of the elementwise and row-wise ops in elementwise.cpp: activations, gated FFN hidden, residual
 // add, dropout, softmax. No reductions across rows, so any split across threads gives the same bits.
+#include "encore/profiler.hpp"
 #include "ops/backward.hpp"
 #include "runtime/parallel.hpp"
 
@@ -12,6 +13,7 @@ int64_t row_grain(int64_t C) { return std::max<int64_t>(1, 16384 / std::max<int6
 }  // namespace
 
 void activation_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act) {
+  profiler::Scope profile("activation backward");
   check_dtype(x, "activation input", DType::f32);
   check_dtype(dout, "activation dout", DType::f32);
   check_shape(dout, "activation dout", x.shape());
@@ -27,6 +29,7 @@ void activation_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act ac
 }
 
 void gated_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act, kernels::Gate gate) {
+  profiler::Scope profile("gated activation backward");
   check_dtype(x, "gated input", DType::f32);
   check_dtype(dout, "gated dout", DType::f32);
   ENCORE_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0, "gated input: expected an even last dimension [a | b], got ",
@@ -48,12 +51,14 @@ void gated_backward(Tensor* dx, const Tensor& dout, const Tensor& x, Act act, ke
 }
 
 void add_backward(Tensor* da, Tensor* db, const Tensor& dout) {
+  profiler::Scope profile("add backward");
   // forward: out = a + b
   if (da) *da = dout;
   if (db) *db = dout;
 }
 
 void dropout_backward(Tensor* dx, const Tensor& dout, double p, bool training, uint64_t seed) {
+  profiler::Scope profile("dropout backward");
   ENCORE_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
   check_dtype(dout, "dropout dout", DType::f32);
   if (!dx) return;
@@ -72,6 +77,7 @@ void dropout_backward(Tensor* dx, const Tensor& dout, double p, bool training, u
 }
 
 void softmax_backward(Tensor* dx, const Tensor& dout, const Tensor& probs) {
+  profiler::Scope profile("softmax backward");
   check_dtype(probs, "softmax probs", DType::f32);
   check_dtype(dout, "softmax dout", DType::f32);
   ENCORE_CHECK(probs.dim() >= 1, "softmax probs: expected at least 1 dimension, got ", probs.shape_str());

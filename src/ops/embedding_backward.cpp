@@ -1,6 +1,7 @@
 // Embedding backward: a scatter-add of dout rows into the table gradient. Threads split the COLUMNS (each
 // thread owns a block of columns of every table row and walks all tokens in order), so a repeated id is
 // summed in token order with no atomics, the same for any thread count.
+#include "encore/profiler.hpp"
 #include "ops/backward.hpp"
 #include "runtime/parallel.hpp"
 
@@ -11,6 +12,7 @@ constexpr int64_t kCols = 64;
 }
 
 void embedding_backward(Tensor* dtable, const Tensor& dout, const Tensor& ids, int64_t padding_idx) {
+  profiler::Scope profile("embedding backward");
   check_dtype(ids, "embedding ids", DType::i64);
   check_dtype(dout, "embedding dout", DType::f32);
   if (!dtable) return;

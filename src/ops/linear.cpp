@@ -1,9 +1,11 @@
+#include "encore/profiler.hpp"
 #include "ops/ops.hpp"
 #include "runtime/parallel.hpp"
 
 namespace encore::ops {
 
 Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Act act) {
+  profiler::Scope profile("linear", 2.0 * static_cast<double>(x.numel()) * (weight.dim() == 2 ? weight.size(0) : 0));
   check_dtype(x, "linear input", DType::f32);
   ENCORE_CHECK(weight.dim() == 2, "linear weight: expected 2 dimensions (out, in), got ", weight.shape_str());
   const int64_t N = weight.size(0), K = weight.size(1);
@@ -22,6 +24,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
 }
 
 Tensor linear_forward(const Tensor& x, const kernels::PackedLinear& w, Act act) {
+  profiler::Scope profile("linear", 2.0 * static_cast<double>(x.numel()) * static_cast<double>(w.N));
   check_dtype(x, "linear input", DType::f32);
   ENCORE_CHECK(x.dim() >= 1 && x.size(-1) == w.K, "linear input: expected last dimension ", w.K, ", got ",
                x.shape_str());

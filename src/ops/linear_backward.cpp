@@ -2,6 +2,7 @@
 //   dpre = dout·act'(pre) ; dx = dpre·weight ; dweight += dpreᵀ·x ; dbias += Σ_rows dpre
 // The GEMMs are cut into fixed tiles of the OUTPUT (64 × 256), each a full-depth GEMM on one thread, so every
 // element is reduced in one fixed order whatever the thread count.
+#include "encore/profiler.hpp"
 #include "ops/backward.hpp"
 #include "runtime/parallel.hpp"
 
@@ -30,6 +31,7 @@ void tiled_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, con
 }  // namespace
 
 Tensor linear_forward_train(Tensor* pre, const Tensor& x, const Tensor& weight, const Tensor& bias, Act act) {
+  profiler::Scope profile("linear", 2.0 * static_cast<double>(x.numel()) * (weight.dim() == 2 ? weight.size(0) : 0));
   if (act == Act::none) {
     if (pre) *pre = Tensor();
     return linear_forward(x, weight, bias, Act::none);
@@ -43,6 +45,7 @@ Tensor linear_forward_train(Tensor* pre, const Tensor& x, const Tensor& weight, 
 
 void linear_backward(Tensor* dx, Tensor* dweight, Tensor* dbias, const Tensor& dout, const Tensor& pre,
                      const Tensor& x, const Tensor& weight, Act act) {
+  profiler::Scope profile("linear backward", 4.0 * static_cast<double>(dout.numel()) * (weight.dim() == 2 ? weight.size(1) : 0));
   check_dtype(x, "linear input", DType::f32);
   check_dtype(dout, "linear dout", DType::f32);
   ENCORE_CHECK(weight.dim() == 2, "linear weight: expected 2 dimensions (out, in), got ", weight.shape_str());

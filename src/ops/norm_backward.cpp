@@ -2,6 +2,7 @@
 // Rows are cut into fixed blocks (their size depends on the shape only); each block accumulates its dweight
 // and dbias into its own zeroed partial row, and the partials are added in block order, one thread per block
 // of columns: the same sums, in the same order, for any thread count.
+#include "encore/profiler.hpp"
 #include <string>
 
 #include "ops/backward.hpp"
@@ -54,6 +55,7 @@ NormShapes check_norm(const char* op, const Tensor& dout, const Tensor& x, const
 
 void layernorm_backward(Tensor* dx, Tensor* dweight, Tensor* dbias, const Tensor& dout, const Tensor& mean,
                         const Tensor& rstd, const Tensor& x, const Tensor& weight) {
+  profiler::Scope profile("layer_norm backward");
   const NormShapes rows_cols = check_norm("layer_norm", dout, x, weight, &mean, rstd, dweight);
   const int64_t rows = rows_cols.rows, C = rows_cols.C;  // not a structured binding: clang 14 cannot capture one
   if (dbias) detail::check_grad(*dbias, "layer_norm dbias", {C});
@@ -80,6 +82,7 @@ void layernorm_backward(Tensor* dx, Tensor* dweight, Tensor* dbias, const Tensor
 
 void rmsnorm_backward(Tensor* dx, Tensor* dweight, const Tensor& dout, const Tensor& rstd, const Tensor& x,
                       const Tensor& weight) {
+  profiler::Scope profile("rms_norm backward");
   const NormShapes rows_cols = check_norm("rms_norm", dout, x, weight, nullptr, rstd, dweight);
   const int64_t rows = rows_cols.rows, C = rows_cols.C;
   Tensor xc = x.contiguous(), gc = dout.contiguous(), rc = rstd.contiguous();

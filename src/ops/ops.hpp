@@ -69,6 +69,9 @@ int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed);
+// FLOPs of attention for the profiler: QKᵀ and PV, 2 per multiply-add, over every (query, key) pair (per sequence
+// of a padding-free batch); 0 for shapes attention refuses.
+double attention_flops(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks);
 
 // Rotary position embedding (kernels::KernelTable::rotary_f32, Hugging Face's rotate_half convention).
 // x (..., T, H, D) float32; cos, sin (T, R/2) shared by every leading index, or (..., T, R/2) with x's leading

@@ -1,6 +1,7 @@
 // Rotary position embedding, forward and backward (one file: the backward is the same kernel rotating by -θ),
 // and its cos/sin tables. Tokens are split across threads; each token's result depends on that token only, so
 // any split gives the same bits.
+#include "encore/profiler.hpp"
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -61,6 +62,7 @@ void rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, 
 }  // namespace
 
 Tensor rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  profiler::Scope profile("rotary");
   const RotaryShape s = check_rotary("rotary_embedding", x, cos, sin);
   Tensor xc = x.contiguous();
   Tensor out = Tensor::empty(x.shape());
@@ -70,6 +72,7 @@ Tensor rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 }
 
 void rotary_backward(Tensor* dx, const Tensor& dout, const Tensor& cos, const Tensor& sin) {
+  profiler::Scope profile("rotary backward");
   const RotaryShape s = check_rotary("rotary_embedding backward", dout, cos, sin);
   if (!dx) return;
   Tensor gc = dout.contiguous();
