@@ -411,7 +411,6 @@ class ModernBert : public EncoderModel {
     auto [B, T] = check_inputs(ids, mask, types);  // token_type_ids: ModernBERT has none; ignored as transformers'
     ENCORE_CHECK(T <= config.max_positions, "input length ", T, " exceeds max_position_embeddings ",
                  config.max_positions);
-    ENCORE_CHECK(!(training_ && gradient_checkpointing), "modernbert: gradient checkpointing is not supported");
     if (training_) clear_saved();
     auto sv = training_ ? std::make_shared<Saved>() : nullptr;
     ModelOutput out;
@@ -443,12 +442,22 @@ class ModernBert : public EncoderModel {
 
     auto record = [&](const Tensor& h) { out.hidden_states.push_back(packed ? packed->scatter(h) : h); };
     if (opt.output_hidden_states) record(x);
-    if (sv) sv->layers.resize(layers.size());
+    if (sv) {
+      sv->layers.resize(layers.size());
+      sv->checkpointing = gradient_checkpointing;
+    }
     for (size_t i = 0; i < layers.size(); ++i) {
       Tensor weights;
-      if (sv) {
+      if (sv) {  // layer i draws its dropout seeds from seeds[i], so a recomputation draws the same masks
+        sv->seeds.push_back(nn::detail::next_seed());
+        nn::detail::SeedScope seeds(sv->seeds.back());
+        if (sv->checkpointing) sv->inputs.push_back(x);
         x = layers[i].forward_train(sv->layers[i], x, ctx);
         weights = sv->layers[i].attn.probs;
+        if (sv->checkpointing) {  // recomputed in backward
+          layers[i].clear_saved();
+          sv->layers[i] = {};
+        }
       } else {
         x = layers[i].forward(x, ctx, opt.output_attentions ? &weights : nullptr);
       }
@@ -509,7 +518,14 @@ class ModernBert : public EncoderModel {
       }
     }
     Tensor d = final_norm.backward(dlast);
-    for (size_t i = layers.size(); i-- > 0;) d = layers[i].backward(sv->layers[i], d, sv->ctx);
+    for (size_t i = layers.size(); i-- > 0;) {
+      if (sv->checkpointing) {  // the forward again, saving this time: same input, masks and seeds
+        nn::detail::SeedScope seeds(sv->seeds[i]);
+        layers[i].forward_train(sv->layers[i], sv->inputs[i], sv->ctx);
+      }
+      d = layers[i].backward(sv->layers[i], d, sv->ctx);
+      sv->layers[i] = {};  // its activations go as soon as they are used
+    }
     // in the forward pass this was:  x = dropout(norm(tok_embeddings[ids]))
     Tensor dnorm;
     ops::dropout_backward(&dnorm, d, embeddings.dropout, true, sv->seed_embeddings);
@@ -601,7 +617,10 @@ class ModernBert : public EncoderModel {
   }
   struct Saved {
     uint64_t seed_embeddings = 0, seed_head = 0;
-    std::vector<ModernBertEncoderLayer::Saved> layers;
+    std::vector<ModernBertEncoderLayer::Saved> layers;  // empty entries with gradient checkpointing
+    std::vector<uint64_t> seeds;                         // per layer (nn::detail::SeedScope)
+    std::vector<Tensor> inputs;                          // gradient checkpointing: each layer's input
+    bool checkpointing = false;
     AttentionContext ctx;
     Tensor mask, last, features, head_pre, head_out;
     bool logits = false;
