@@ -6,6 +6,7 @@
 //   encore ner --model DIR -i texts.jsonl --field text --aggregation first
 // Texts come as `encore embed` takes them: arguments, or -i FILE (text lines, JSONL, CSV; '-' = stdin).
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct NerArgs {
   std::string model, input, input_format, field = "text", dtype = "fp32", aggregation = "none";
   std::vector<std::string> texts, ignore_labels = {"O"};
   int64_t batch_size = 32;
+  std::optional<int64_t> stride;
   int threads = 0;
 };
 
@@ -43,6 +45,9 @@ void register_ner(CLI::App& app) {
       ->allow_extra_args(false)
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--stride", a.stride, "read long texts whole: windows of the model's length overlapping by this many "
+                  "tokens (transformers' stride=; needs --aggregation other than none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--batch-size", a.batch_size, "texts per forward pass")
       ->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))
       ->capture_default_str();
@@ -62,6 +67,7 @@ void register_ner(CLI::App& app) {
     for (const std::string& l : a.ignore_labels)
       if (!l.empty()) opt.ignore_labels.push_back(l);
     opt.batch_size = a.batch_size;
+    opt.stride = a.stride;
     const bool grouped = opt.aggregation != Aggregation::none;
     for (const auto& entities : classifier.predict(texts, opt)) {
       nlohmann::ordered_json line = nlohmann::ordered_json::array();

@@ -46,7 +46,8 @@ py::dict entity_dict(const encore::TokenEntity& e, bool grouped) {
 }
 
 py::object call(const PyTokenClassifier& self, const py::object& inputs, const py::object& aggregation_strategy,
-                const py::object& ignore_labels, int64_t batch_size, const py::object& aggregation) {
+                const py::object& ignore_labels, int64_t batch_size, const py::object& aggregation,
+                const py::object& stride) {
   const bool single = py::isinstance<py::str>(inputs);
   std::vector<std::string> texts;
   if (single) {
@@ -63,6 +64,7 @@ py::object call(const PyTokenClassifier& self, const py::object& inputs, const p
   encore::TokenClassifyOptions o = self.defaults;
   if (auto a = aggregation_arg(aggregation_strategy, aggregation)) o.aggregation = *a;
   if (!ignore_labels.is_none()) o.ignore_labels = label_list(ignore_labels);
+  if (!stride.is_none()) o.stride = stride.cast<int64_t>();
   o.batch_size = batch_size;
   std::vector<std::vector<encore::TokenEntity>> result;
   {
@@ -90,24 +92,27 @@ void bind_token_classifier(py::module_& m) {
       "'start', 'end' (simple, first, average, max); start/end are character offsets into the text.\n\n"
       "TokenClassifier(path, aggregation_strategy='none', ignore_labels=['O'], dtype='fp32'). Calls release the GIL.")
       .def(py::init([](const py::object& path, const py::object& aggregation_strategy, const py::object& ignore_labels,
-                       const std::string& dtype, const py::object& aggregation) {
+                       const std::string& dtype, const py::object& aggregation, const py::object& stride) {
              const std::string dir = py::str(path).cast<std::string>();
              const encore::DType d = encore::parse_dtype(dtype);
              encore::TokenClassifyOptions defaults;
              if (auto a = aggregation_arg(aggregation_strategy, aggregation)) defaults.aggregation = *a;
              if (!ignore_labels.is_none()) defaults.ignore_labels = label_list(ignore_labels);
+             if (!stride.is_none()) defaults.stride = stride.cast<int64_t>();
              py::gil_scoped_release nogil;
              return PyTokenClassifier{encore::TokenClassifier::load(dir, d), std::move(defaults)};
            }),
            py::arg("path"), py::arg("aggregation_strategy") = py::none(), py::arg("ignore_labels") = py::none(),
-           py::arg("dtype") = "fp32", py::arg("aggregation") = py::none(),
-           "Loads a *ForTokenClassification directory; aggregation_strategy (or aggregation) and ignore_labels are "
-           "the defaults of every call.")
+           py::arg("dtype") = "fp32", py::arg("aggregation") = py::none(), py::arg("stride") = py::none(),
+           "Loads a *ForTokenClassification directory; aggregation_strategy (or aggregation), ignore_labels and "
+           "stride are the defaults of every call.")
       .def("__call__", &call, py::arg("inputs"), py::arg("aggregation_strategy") = py::none(),
            py::arg("ignore_labels") = py::none(), py::arg("batch_size") = 32, py::arg("aggregation") = py::none(),
+           py::arg("stride") = py::none(),
            "Entities of one text (a list of dicts) or of each text of a list (a list of lists). "
            "aggregation_strategy: 'none', 'simple', 'first', 'average' or 'max' (aggregation= is the same); "
-           "ignore_labels: labels left out (default ['O']).")
+           "ignore_labels: labels left out (default ['O']); stride: read long texts whole, in windows of max_length "
+           "tokens overlapping by stride tokens, as the pipeline's stride= (needs an aggregation other than 'none').")
       .def_property_readonly("labels", [](const PyTokenClassifier& s) { return s.classifier.labels(); },
                              "config.json's id2label, in label order ('LABEL_i' where it names none)")
       .def_property_readonly("num_labels", [](const PyTokenClassifier& s) { return s.classifier.num_labels(); },

@@ -22,10 +22,11 @@
 // An unknown token's word is its text. `word` of a group is the tokenizer's decoder applied to its members'
 // words (transformers' convert_tokens_to_string: WordPiece drops "##" and joins with spaces, byte-level BPE maps
 // its chars back to bytes). Labels in ignore_labels (default {"O"}) are left out at the end. start/end are offsets
-// in Unicode code points of the text, as Python's str indexes it. No stride: a text longer than the limit is
-// truncated (the pipeline's default). Thread safety: predict() is const and may run concurrently.
+// in Unicode code points of the text, as Python's str indexes it. A text longer than the limit is truncated (the
+// pipeline's default) unless options.stride is set. Thread safety: predict() is const and may run concurrently.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,12 @@ struct TokenClassifyOptions {
   Aggregation aggregation = Aggregation::none;  // the pipeline's default
   std::vector<std::string> ignore_labels = {"O"};
   int64_t batch_size = 32;
+  // The pipeline's stride=: a text longer than max_length is read whole, in windows of max_length tokens (special
+  // tokens included) that overlap by `stride` tokens (each window starts max_length - specials - stride tokens after
+  // the previous, as tokenizers' overflowing encodings); each window's entities are found alone, then, sorted by
+  // start, an entity overlapping the one before replaces it when it is longer (or as long with a higher score).
+  // Needs an aggregation other than none and 0 <= stride < max_length - specials. nullopt: truncate.
+  std::optional<int64_t> stride;
 };
 
 class TokenClassifier {
@@ -80,6 +87,8 @@ class TokenClassifier {
   TokenClassifier(AutoModel model, Tokenizer tokenizer, std::vector<std::string> labels);
   // Scores (n_tokens, L) for each encoding, in batches of batch_size sorted by length.
   std::vector<std::vector<float>> score_encodings(const std::vector<Encoding>& encodings, int64_t batch_size) const;
+  // Each text whole (untruncated) as the windows options.stride asks for; chunk_text[i] = the text of window i.
+  std::vector<Encoding> windows(const std::vector<std::string>& texts, int64_t stride, std::vector<size_t>& chunk_text) const;
   AutoModel model_;
   Tokenizer tokenizer_;
   std::vector<std::string> labels_;

@@ -284,15 +284,94 @@ std::vector<std::vector<float>> TokenClassifier::score_encodings(const std::vect
   return scores;
 }
 
+std::vector<Encoding> TokenClassifier::windows(const std::vector<std::string>& texts, int64_t stride,
+                                               std::vector<size_t>& chunk_text) const {
+  Tokenizer whole = tokenizer_;
+  whole.set_truncation(std::nullopt);
+  const std::vector<Encoding> full = whole.encode_batch(texts);
+  const int64_t window = max_length() - tokenizer_.num_special_tokens_to_add(false);
+  ENCORE_CHECK_AS(UsageError, stride >= 0 && stride < window, "stride ", stride, " must be in 0..", window - 1,
+                  " (max_length ", max_length(), " less the special tokens)");
+  std::vector<Encoding> out;
+  for (size_t i = 0; i < full.size(); ++i) {
+    const Encoding& e = full[i];
+    // The text's own tokens are e[b, c); the special tokens before and after them go around every window.
+    size_t b = 0, c = e.size();
+    while (b < c && e.special_tokens_mask[b]) ++b;
+    while (c > b && e.special_tokens_mask[c - 1]) --c;
+    const int64_t n = static_cast<int64_t>(c - b);
+    for (int64_t start = 0;; start += window - stride) {
+      const int64_t stop = std::min(start + window, n);
+      Encoding w;
+      auto take = [&](size_t from, size_t to) {
+        for (size_t t = from; t < to; ++t) {
+          w.ids.push_back(e.ids[t]);
+          w.type_ids.push_back(e.type_ids[t]);
+          w.tokens.push_back(e.tokens[t]);
+          w.offsets.push_back(e.offsets[t]);
+          w.special_tokens_mask.push_back(e.special_tokens_mask[t]);
+          w.attention_mask.push_back(1);
+        }
+      };
+      take(0, b);
+      take(b + static_cast<size_t>(start), b + static_cast<size_t>(stop));
+      take(c, e.size());
+      out.push_back(std::move(w));
+      chunk_text.push_back(i);
+      if (stop == n) break;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The pipeline's aggregate_overlapping_entities: sorted by start (stable), an entity starting inside the one kept
+// before it replaces that one when longer, or as long with a higher score; else the kept one is final. (Literally:
+// the first entity is compared with itself, so a zero-length first entity is kept twice, as the pipeline does.)
+std::vector<TokenEntity> merge_overlapping(std::vector<TokenEntity> entities) {
+  if (entities.empty()) return entities;
+  std::stable_sort(entities.begin(), entities.end(), [](const TokenEntity& a, const TokenEntity& b) { return a.start < b.start; });
+  std::vector<TokenEntity> out;
+  TokenEntity previous = entities[0];
+  for (const TokenEntity& e : entities) {
+    if (previous.start <= e.start && e.start < previous.end) {
+      const int64_t length = e.end - e.start, previous_length = previous.end - previous.start;
+      if (length > previous_length || (length == previous_length && e.score > previous.score)) previous = e;
+    } else {
+      out.push_back(previous);
+      previous = e;
+    }
+  }
+  out.push_back(previous);
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::vector<TokenEntity>> TokenClassifier::predict(const std::vector<std::string>& texts,
                                                                const TokenClassifyOptions& options) const {
   ENCORE_CHECK_AS(UsageError, options.batch_size > 0, "batch_size must be positive, got ", options.batch_size);
+  ENCORE_CHECK_AS(UsageError, !options.stride || options.aggregation != Aggregation::none,
+                  "stride reads the whole text in windows and needs an aggregation strategy other than none");
   std::vector<std::vector<TokenEntity>> out(texts.size());
   if (texts.empty()) return out;
-  const std::vector<Encoding> encodings = tokenizer_.encode_batch(texts);
+  std::vector<size_t> chunk_text;
+  const std::vector<Encoding> encodings =
+      options.stride ? windows(texts, *options.stride, chunk_text) : tokenizer_.encode_batch(texts);
+  if (!options.stride)
+    for (size_t i = 0; i < texts.size(); ++i) chunk_text.push_back(i);
   const std::vector<std::vector<float>> scores = score_encodings(encodings, options.batch_size);
   const Postprocess post(tokenizer_, labels_, options);
-  for (size_t i = 0; i < texts.size(); ++i) out[i] = post(texts[i], encodings[i], scores[i].data());
+  std::vector<int64_t> chunks(texts.size(), 0);
+  for (size_t k = 0; k < encodings.size(); ++k) {
+    std::vector<TokenEntity> found = post(texts[chunk_text[k]], encodings[k], scores[k].data());
+    auto& dest = out[chunk_text[k]];
+    dest.insert(dest.end(), std::make_move_iterator(found.begin()), std::make_move_iterator(found.end()));
+    ++chunks[chunk_text[k]];
+  }
+  for (size_t i = 0; i < texts.size(); ++i)
+    if (chunks[i] > 1) out[i] = merge_overlapping(std::move(out[i]));
   return out;
 }
 

@@ -14,6 +14,9 @@ over 0.3..1.0), and "O" gets bias +1 so that a share of the tokens is left out a
 asserts that the corpus meets what it is meant to cover (multi-token groups, words split into differently-labelled
 sub-words, punctuation entities, adjacent entities of one type, strategies that disagree), so a degenerate head fails.
 
+stride= (long texts in overlapping windows, entities merged as the pipeline's aggregate_overlapping_entities) is
+compared too, for the four grouping strategies, strides 0 and 5, windows of 32 (bert) and 64 (roberta) tokens.
+
 Compared: entity lists identical (entity / entity_group, word, start, end, index), scores within 1e-5 (float32;
 measured max differences: bert 1.1e-6, roberta 1.0e-6, minilm 2.2e-6, so the margin is 4.6x or more; printed with -s). Also ignore_labels=[] (the
 "O" groups kept), a single str, the aggregation= alias, the CLI's JSON lines, and the errors.
@@ -219,6 +222,40 @@ def test_cli_ner_matches_the_pipeline(checkpoints, references, tmp_path):
     want = pipe([CORPUS[0], CORPUS[6]], aggregation_strategy="max", ignore_labels=["O", "LOC", "MISC"])
     assert any(want) and all(e["entity_group"] not in ("LOC", "MISC") for text in want for e in text)
     compare(want, got, "cli max ignoring O, LOC, MISC")
+
+
+LONG = [CORPUS[0] * 3, CORPUS[1] + " " + CORPUS[6], "short one", "", CORPUS[-1]]
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta"])
+def test_stride_windows_match_the_pipeline(name, checkpoints, tmp_path):
+    """stride=: long texts read whole in overlapping windows, entities merged as aggregate_overlapping_entities.
+    The bert copy's tokenizer_config says model_max_length 32, so the long texts take 3-6 windows."""
+    d = checkpoints[name]
+    if name == "bert":
+        d = tmp_path / "bert32"
+        shutil.copytree(checkpoints["bert"], d)
+        cfg = json.loads((d / "tokenizer_config.json").read_text())
+        (d / "tokenizer_config.json").write_text(json.dumps({**cfg, "model_max_length": 32}))
+    pipe, clf = T.pipeline("token-classification", model=str(d), device="cpu"), encore.TokenClassifier(d)
+    assert clf.max_length == (32 if name == "bert" else 64)
+    with _quiet():
+        for stride in (0, 5):
+            for s in STRATEGIES[1:]:
+                compare(pipe(LONG, aggregation_strategy=s, stride=stride), clf(LONG, aggregation_strategy=s, stride=stride),
+                        f"{name} stride {stride} {s}")
+    texts = tmp_path / "long.jsonl"
+    texts.write_text("".join(json.dumps({"text": t}) + "\n" for t in LONG))
+    r = subprocess.run([str(ENCORE_BIN), "ner", "--model", str(d), "-i", str(texts), "--aggregation", "first",
+                        "--stride", "5"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with _quiet():
+        compare(pipe(LONG, aggregation_strategy="first", stride=5), [json.loads(x) for x in r.stdout.splitlines()],
+                f"cli {name} stride 5")
+    with pytest.raises(encore.UsageError, match="needs an aggregation strategy other than none"):
+        clf(LONG, stride=5)
+    with pytest.raises(encore.UsageError, match=f"stride {clf.max_length - 2} must be in 0..{clf.max_length - 3} "):
+        clf(LONG, aggregation_strategy="simple", stride=clf.max_length - 2)  # 2 special tokens: no room left
 
 
 def test_errors_name_the_problem(checkpoints, tiny_bert, tmp_path):

@@ -310,13 +310,13 @@ class TokenClassifier:
     
     TokenClassifier(path, aggregation_strategy='none', ignore_labels=['O'], dtype='fp32'). Calls release the GIL.
     """
-    def __call__(self, inputs: typing.Any, aggregation_strategy: typing.Any = None, ignore_labels: typing.Any = None, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, aggregation: typing.Any = None) -> typing.Any:
+    def __call__(self, inputs: typing.Any, aggregation_strategy: typing.Any = None, ignore_labels: typing.Any = None, batch_size: typing.SupportsInt | typing.SupportsIndex = 32, aggregation: typing.Any = None, stride: typing.Any = None) -> typing.Any:
         """
-        Entities of one text (a list of dicts) or of each text of a list (a list of lists). aggregation_strategy: 'none', 'simple', 'first', 'average' or 'max' (aggregation= is the same); ignore_labels: labels left out (default ['O']).
+        Entities of one text (a list of dicts) or of each text of a list (a list of lists). aggregation_strategy: 'none', 'simple', 'first', 'average' or 'max' (aggregation= is the same); ignore_labels: labels left out (default ['O']); stride: read long texts whole, in windows of max_length tokens overlapping by stride tokens, as the pipeline's stride= (needs an aggregation other than 'none').
         """
-    def __init__(self, path: typing.Any, aggregation_strategy: typing.Any = None, ignore_labels: typing.Any = None, dtype: str = 'fp32', aggregation: typing.Any = None) -> None:
+    def __init__(self, path: typing.Any, aggregation_strategy: typing.Any = None, ignore_labels: typing.Any = None, dtype: str = 'fp32', aggregation: typing.Any = None, stride: typing.Any = None) -> None:
         """
-        Loads a *ForTokenClassification directory; aggregation_strategy (or aggregation) and ignore_labels are the defaults of every call.
+        Loads a *ForTokenClassification directory; aggregation_strategy (or aggregation), ignore_labels and stride are the defaults of every call.
         """
     def __repr__(self) -> str:
         ...
