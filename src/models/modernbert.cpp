@@ -6,6 +6,7 @@
 //   layers.N.attn_norm (absent on layer 0: Identity), layers.N.attn.{Wqkv,Wo}, layers.N.mlp_norm, layers.N.mlp.{Wi,Wo}
 //   final_norm
 //   head.{dense,norm}, classifier                        ModernBertFor{Sequence,Token}Classification (base under "model.")
+//   head.{dense,norm}, decoder                           ModernBertForMaskedLM (decoder tied to tok_embeddings by default)
 // One layer (pre-norm):
 //   h   = x + Wo(attention(rope(q), rope(k), v)),  [q | k | v] = Wqkv(attn_norm(x)), each (heads, head_dim)
 //   out = h + Wo_mlp(act(a)·g),                     [a | g] = Wi(mlp_norm(h))      (GeGLU: act on the first half)
@@ -402,6 +403,10 @@ class ModernBert : public EncoderModel {
   // ModernBertFor{Sequence,Token}Classification: head then classifier (dropout between, in training)
   std::optional<ModernBertPredictionHead> head;
   std::optional<nn::Linear> classifier;
+  // ModernBertForMaskedLM: logits = decoder(head(x)) over every token (inference), its weight the token-embedding
+  // table when tie_word_embeddings (transformers' default; the checkpoint then stores no decoder.weight)
+  std::optional<nn::Linear> decoder;
+  bool decoder_tied = false;
   std::string checkpoint_prefix;  // "" (ModernBertModel) or "model." (a task model's checkpoint)
 
   double classifier_dropout = 0.0;  // after the head, training only
@@ -484,6 +489,9 @@ class ModernBert : public EncoderModel {
         out.logits = nn::detail::linear(*classifier, head->forward(features), false);
       }
     }
+    if (decoder && opt.compute_logits && !sv)  // the training forward leaves masked-LM logits undefined
+      out.logits = ops::linear_forward(head->forward(out.last_hidden_state),
+                                       decoder_tied ? embeddings.tok_embeddings.weight : decoder->weight, decoder->bias);
     if (sv) {
       sv->ctx = std::move(ctx);
       sv->ctx.cu_seqlens = nullptr;  // training never packs
@@ -558,6 +566,7 @@ class ModernBert : public EncoderModel {
     const bool task = !info.head.empty();
     e.architecture = std::string("ModernBert") + (info.head == "sequence_classification" ? "ForSequenceClassification"
                                                   : info.head == "token_classification" ? "ForTokenClassification"
+                                                  : info.head == "masked_lm"            ? "ForMaskedLM"
                                                                                          : "Model");
     std::vector<nn::ParamRef> base;
     nn::ParameterList list(task ? "model." : "", base);
@@ -603,6 +612,7 @@ class ModernBert : public EncoderModel {
       return l;
     };
     classifier = init(num_labels, true);
+    decoder.reset();  // a classifier replaces a masked-LM head
     ModernBertPredictionHead h;
     h.dense = init(C, config.classifier_bias);
     h.act = act_of(config.classifier_activation);
@@ -638,6 +648,8 @@ class ModernBert : public EncoderModel {
   void head_members(nn::Members& m) {
     if (head) m.child("head", *head);
     if (classifier) m.child("classifier", *classifier);
+    if (decoder && !decoder_tied) m.child("decoder", *decoder);
+    if (decoder && decoder_tied && decoder->bias.defined()) m.parameter("decoder.bias", decoder->bias, decoder->dbias);
   }
 };
 
@@ -677,15 +689,28 @@ std::unique_ptr<EncoderModel> load_modernbert(const HfConfig& cfg, const io::Wei
   ModelInfo& info = m->info;
   const bool seq = architecture_ends_with(cfg, "ForSequenceClassification");
   const bool tok = architecture_ends_with(cfg, "ForTokenClassification");
-  if ((seq || tok) && root.has("classifier.weight")) {
-    read_labels(cfg, info);
-    info.head = seq ? "sequence_classification" : "token_classification";
+  auto take_head = [&] {
     ModernBertPredictionHead h;
     h.dense = take_linear(root, "head.dense", C, C, c.classifier_bias);
     h.act = act_of(c.classifier_activation);
     h.norm = take_norm(root, "head.norm", C, c.norm_eps, c.norm_bias);
     m->head = std::move(h);
+  };
+  if ((seq || tok) && root.has("classifier.weight")) {
+    read_labels(cfg, info);
+    info.head = seq ? "sequence_classification" : "token_classification";
+    take_head();
     m->classifier = take_linear(root, "classifier", info.num_labels, C, /*bias=*/true);
+  } else if (architecture_ends_with(cfg, "ForMaskedLM") && root.has("head.dense.weight")) {
+    info.head = "masked_lm";
+    take_head();
+    m->decoder_tied = read_bool(cfg, "tie_word_embeddings", true);
+    nn::Linear d;
+    if (!m->decoder_tied) d.weight = root.take("decoder.weight", {c.vocab, C});
+    if (c.decoder_bias) d.bias = root.take("decoder.bias", {c.vocab});
+    d.in_features = C;
+    d.out_features = c.vocab;
+    m->decoder = std::move(d);
   }
   w.finish();
 

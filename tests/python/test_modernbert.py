@@ -509,3 +509,35 @@ def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved):
         np.testing.assert_array_equal(g0[n], g1[n], err_msg=n)
     plain = np.asarray(encore.AutoModel.load(path)(ids, mask, return_dict=True)["logits"])
     assert max_diff(l0, plain) > 1e-3
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_masked_lm_logits(tmp_path, tied):
+    """ModernBertForMaskedLM: logits (B, T, vocab) = decoder(head(last_hidden_state)), the decoder tied to the token
+    embeddings (transformers' default: no decoder.weight stored) or its own; within 1e-5 on the compared positions,
+    padded and padding-free; export_hf loads back into transformers strictly."""
+    torch.manual_seed(31)
+    cfg = T.ModernBertConfig(**SMALL, **BIASES, tie_word_embeddings=tied, attn_implementation="eager")
+    model = T.ModernBertForMaskedLM(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    from safetensors.numpy import load_file
+    assert ("decoder.weight" in load_file(str(tmp_path / "model.safetensors"))) == (not tied)
+    enc = encore.AutoModel.load(str(tmp_path))
+    assert enc.config["head"] == "masked_lm"
+    ids, mask = batch(cfg, LENGTHS, seed=4)
+    with torch.no_grad():
+        want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+    for skip_padding in [False, True]:
+        got = np.asarray(enc(ids, mask, return_dict=True, skip_padding=skip_padding)["logits"])
+        assert got.shape == want.shape == (len(LENGTHS), max(LENGTHS), cfg.vocab_size)
+        compared = mask.astype(bool) if skip_padding else defined_positions(cfg, mask)
+        assert max_diff(got[compared], want[compared]) <= TOL
+    arch, tensors = enc.export_hf()
+    assert arch == "ModernBertForMaskedLM"
+    back = T.ModernBertForMaskedLM(cfg).eval()
+    missing, unexpected = back.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()},
+                                               strict=False)
+    assert not unexpected and missing == (["decoder.weight"] if tied else []), (missing, unexpected)
