@@ -92,5 +92,6 @@ void register_rerank(CLI::App& app);
 void register_ner(CLI::App& app);
 void register_classify(CLI::App& app);
 void register_profile(CLI::App& app);
+void register_fill_mask(CLI::App& app);
 
 }  // namespace encore::cli

@@ -239,6 +239,7 @@ int main(int argc, char** argv) {
   encore::cli::register_ner(app);
   encore::cli::register_classify(app);
   encore::cli::register_profile(app);
+  encore::cli::register_fill_mask(app);
   try {
     try {
       app.parse(argc, argv);

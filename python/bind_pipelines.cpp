@@ -1,9 +1,10 @@
-// Bindings for the task pipelines (transformers' pipeline shapes): encore.TextClassifier. Argument conversion and
+// Bindings for the task pipelines (transformers' pipeline shapes): encore.TextClassifier, encore.FillMask. Argument conversion and
 // the pipeline's output nesting only; scoring, sorting and labels are the C++ classes'.
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "encore/fill_mask.hpp"
 #include "encore/text_classifier.hpp"
 #include "numpy_convert.hpp"
 
@@ -108,9 +109,83 @@ py::object classify_python(const encore::TextClassifier& self, const py::object&
   return out;
 }
 
+// transformers' FillMaskPipeline.__call__: per input, the top_k candidates of its mask (a list of dicts), or for
+// several masks one list per mask; a str gives its result, a list one result per input (a one-element list its
+// only result, as the pipeline unwraps it).
+py::object fill_mask_python(const encore::FillMask& self, const py::object& inputs, int64_t top_k, int64_t batch_size,
+                            bool truncation) {
+  const bool single = py::isinstance<py::str>(inputs);
+  std::vector<std::string> texts;
+  if (single) {
+    texts.push_back(utf8_text(inputs, "inputs"));
+  } else {
+    if (!py::isinstance<py::list>(inputs) && !py::isinstance<py::tuple>(inputs))
+      throw encore::UsageError("inputs must be a str or a list of str, got " +
+                               py::str(py::type::of(inputs).attr("__name__")).cast<std::string>());
+    for (auto item : inputs) texts.push_back(utf8_text(item, "inputs[" + std::to_string(texts.size()) + "]"));
+  }
+  if (batch_size < 1 || batch_size > (1 << 16))
+    throw encore::UsageError("batch_size must be in 1..65536, got " + std::to_string(batch_size));
+  encore::FillMaskOptions opt;
+  opt.top_k = top_k;
+  opt.batch_size = batch_size;
+  opt.truncate = truncation;
+  std::vector<std::vector<std::vector<encore::FillMaskCandidate>>> result;
+  {
+    py::gil_scoped_release nogil;
+    result = self.predict(texts, opt);
+  }
+  py::list per_text;
+  for (const auto& per_mask : result) {
+    py::list masks;
+    for (const auto& cands : per_mask) {
+      py::list list;
+      for (const auto& c : cands) {
+        py::dict d;
+        d["score"] = static_cast<double>(c.score);
+        d["token"] = c.token;
+        d["token_str"] = c.token_str;
+        d["sequence"] = c.sequence;
+        list.append(d);
+      }
+      masks.append(list);
+    }
+    per_text.append(per_mask.size() == 1 ? masks[0] : py::object(masks));
+  }
+  if (single || per_text.size() == 1) return per_text[0];
+  return per_text;
+}
+
 }  // namespace
 
 void bind_pipelines(py::module_& m) {
+  py::class_<encore::FillMask>(m, "FillMask",
+                               "A masked-LM checkpoint (*ForMaskedLM) run as transformers' pipeline('fill-mask'): for "
+                               "each mask token, the likeliest vocabulary tokens with their probabilities.\n\n"
+                               "FillMask(path, dtype='fp32'); fill_mask(texts, top_k=5) releases the GIL.")
+      .def(py::init([](const py::object& path, const std::string& dtype) {
+             const std::string dir = py::str(path).cast<std::string>();
+             const encore::DType d = encore::parse_dtype(dtype);
+             py::gil_scoped_release nogil;
+             return encore::FillMask::load(dir, d);
+           }),
+           py::arg("path"), py::arg("dtype") = "fp32", "Loads a *ForMaskedLM directory.")
+      .def("__call__", &fill_mask_python, py::arg("inputs"), py::arg("top_k") = 5, py::arg("batch_size") = 8,
+           py::arg("truncation") = true,
+           "Fills the mask token(s) of a str or a list of str, as the pipeline: per text a list of top_k "
+           "{'score', 'token', 'token_str', 'sequence'} dicts best first (several masks: one list per mask); a list "
+           "of texts gives one such result per text. A text without the mask token raises encore.InputError. "
+           "truncation: texts are cut to max_length tokens (False: a longer text is an error).")
+      .def_property_readonly("mask_token", &encore::FillMask::mask_token, "the tokenizer's mask token, e.g. '[MASK]'")
+      .def_property_readonly("mask_token_id", &encore::FillMask::mask_token_id, "its id")
+      .def_property("max_length", &encore::FillMask::max_seq_length, &encore::FillMask::set_max_seq_length,
+                    "tokens per text (special tokens included) before truncation")
+      .def("__repr__", [](const encore::FillMask& self) {
+        const encore::ModelInfo& mi = self.encoder().model().info();
+        return "FillMask(architecture='" + mi.architecture + "', dtype=" + mi.dtype + ", mask_token='" +
+               self.mask_token() + "', max_length=" + std::to_string(self.max_seq_length()) + ")";
+      });
+
   py::class_<encore::TextClassifier>(m, "TextClassifier",
                                      "A *ForSequenceClassification checkpoint run as transformers' "
                                      "pipeline('text-classification'): labels from config.json's id2label, scores "

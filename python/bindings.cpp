@@ -108,6 +108,15 @@ constexpr const char* kInputBackwardDoc =
 PYBIND11_MODULE(_encore, m) {
   m.doc() = "encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer modules)";
   register_errors(m);
+  // encore::warn -> a Python UserWarning (the warnings filters apply; a filter that makes it an error makes the
+  // call that warned raise encore.Error with the message). The GIL is taken: warnings come from released sections.
+  encore::set_warning_handler([](const std::string& message) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0) {
+      py::error_already_set raised;  // fetched and cleared; the C++ error carries the message instead
+      throw encore::Error(message);
+    }
+  });
   m.attr("__version__") = ENCORE_VERSION_STRING;
 
   m.def("set_num_threads", &encore::set_num_threads, py::arg("n"),

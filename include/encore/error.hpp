@@ -46,6 +46,14 @@ inline int exit_code_of(const Error& e) {
   return 3;
 }
 
+// Warnings: something the library did differently from what a caller may assume, without failing (e.g. a
+// checkpoint whose task head encore cannot run loads as its base model). warn() hands the message to the handler:
+// by default one "encore: warning: <message>" line on stderr; the Python package turns it into a UserWarning.
+// set_warning_handler(nullptr) restores the default. Thread-safe; the handler may run on any thread.
+using WarningHandler = void (*)(const std::string& message);
+void set_warning_handler(WarningHandler handler);
+void warn(const std::string& message);
+
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {

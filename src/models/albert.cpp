@@ -39,6 +39,10 @@ std::unique_ptr<EncoderModel> load_albert(const HfConfig& cfg, const io::WeightS
   if (w.has("pooler.weight")) m->pooler = take_linear(w, m->pooler_name, d.hidden, d.hidden);
   const double p = cfg.get_double("classifier_dropout_prob", 0.1);
   m->sequence_head_layout = head_layout(ClassificationHead::Input::pooled, "", "classifier", kernels::Act::none, p, 0.0);
+  m->masked_lm_layout = make_masked_lm_layout("predictions.dense", "predictions.LayerNorm", "predictions.decoder",
+                                              "predictions.bias",
+                                              kernel_activation(cfg.get_string("hidden_act", "gelu_new"), cfg.source()), d.eps);
+  m->masked_lm_width = E;
   m->select_head(cfg, root, p);
   w.finish();
   return m;

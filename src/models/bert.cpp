@@ -24,6 +24,9 @@ std::unique_ptr<EncoderModel> load_bert(const HfConfig& cfg, const io::WeightSto
   if (w.has("pooler.dense.weight")) m->pooler = take_linear(w, "pooler.dense", d.hidden, d.hidden);
   m->sequence_head_layout = head_layout(ClassificationHead::Input::pooled, "", "classifier", kernels::Act::none,
                                         classifier_dropout(cfg), 0.0);
+  m->masked_lm_layout = make_masked_lm_layout("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+                                              "cls.predictions.decoder", "cls.predictions.bias",
+                                              kernel_activation(cfg.get_string("hidden_act", "gelu"), cfg.source()), d.eps);
   m->select_head(cfg, root, classifier_dropout(cfg));
   w.finish();
   return m;

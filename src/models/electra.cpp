@@ -25,6 +25,10 @@ std::unique_ptr<EncoderModel> load_electra(const HfConfig& cfg, const io::Weight
   const double p = classifier_dropout(cfg);
   m->sequence_head_layout = head_layout(ClassificationHead::Input::first_token, "classifier.dense",
                                         "classifier.out_proj", kernels::Act::gelu_erf, p, p);
+  // ElectraForMaskedLM (the generator): dense to embedding_size, gelu (erf, hard-coded upstream), LayerNorm
+  m->masked_lm_layout = make_masked_lm_layout("generator_predictions.dense", "generator_predictions.LayerNorm",
+                                              "generator_lm_head", "generator_lm_head.bias", kernels::Act::gelu_erf, d.eps);
+  m->masked_lm_width = E;
   m->select_head(cfg, root, p);
   w.finish();
   return m;

@@ -101,6 +101,14 @@ void StackedEncoder::select_head(const HfConfig& cfg, Weights& root, double toke
     layout = head_layout(In::every_token, "", "classifier", kernels::Act::none, token_dropout, 0.0);
     info.head = "token_classification";
   } else {
+    // *ForPreTraining checkpoints (BERT's, ALBERT's) hold the masked-LM head too, under the same names
+    if (architecture_ends_with(cfg, "ForMaskedLM") || architecture_ends_with(cfg, "ForPreTraining")) {
+      const bool tied = !cfg.has("tie_word_embeddings") || cfg.json()["tie_word_embeddings"] == true;
+      masked_lm = take_masked_lm_head(root, masked_lm_layout, info.hidden_size,
+                                      masked_lm_width ? masked_lm_width : info.hidden_size,
+                                      embeddings.word_embeddings.weight.size(0), tied);
+      if (masked_lm) info.head = "masked_lm";
+    }
     return;
   }
   read_labels(cfg, info);
@@ -143,7 +151,7 @@ void StackedEncoder::members(nn::Members& m) {
 // live under hf_base_prefix, as the task model keeps them, and the head's names stay at the root.
 HfExport StackedEncoder::export_hf() {
   HfExport out;
-  const bool task = !info.head.empty();
+  const bool task = head.has_value();  // a masked-LM head is not exported: the base model is
   out.architecture = hf_class_stem + (info.head == "sequence_classification" ? "ForSequenceClassification"
                                       : info.head == "token_classification" ? "ForTokenClassification"
                                                                              : "Model");
@@ -221,6 +229,7 @@ void StackedEncoder::add_sequence_classifier(int64_t num_labels, uint64_t seed) 
   init_head_linear(c.out, num_labels, info.hidden_size, rng);
   if (c.dense) init_head_linear(*c.dense, info.hidden_size, info.hidden_size, rng);
   head = std::move(c);
+  masked_lm.reset();  // a classifier replaces the checkpoint's masked-LM head
   info.head = "sequence_classification";
   info.num_labels = num_labels;
 }
@@ -299,6 +308,8 @@ ModelOutput StackedEncoder::forward(const Tensor& ids, const Tensor& mask, const
     ENCORE_CHECK(in.defined(), "the classification head reads the pooler, which this model does not have");
     out.logits = head->forward(in, sv ? &sv->head : nullptr);
     if (sv) sv->logits = true;
+  } else if (masked_lm && opt.compute_logits && !sv) {
+    out.logits = masked_lm->forward(out.last_hidden_state, embeddings.word_embeddings.weight);
   }
   if (sv) {
     sv->B = B;

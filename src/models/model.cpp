@@ -210,6 +210,26 @@ std::vector<std::string> registered_families() {
   return out;
 }
 
+namespace {
+
+// A task checkpoint whose head encore does not run (*ForQuestionAnswering, *ForMultipleChoice, ...) loads as its
+// base model: warned, never silent (logits stay undefined). Not an error: the encoder underneath is what embedding
+// and feature extraction use; the pipelines that need a head refuse the checkpoint by name.
+void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info) {
+  const std::string& a = info.architecture;
+  const bool task_model = a.find("For") != std::string::npos || a.find("LMHead") != std::string::npos;
+  if (!task_model || !info.head.empty()) return;
+  const bool runnable = a.ends_with("ForSequenceClassification") || a.ends_with("ForTokenClassification") ||
+                        a.ends_with("ForMaskedLM");
+  warn("'" + model_dir + "' is a " + a + " checkpoint: " +
+       (runnable ? std::string("its head's weights are not in the checkpoint")
+                 : "encore does not run its task head (it runs *ForSequenceClassification, *ForTokenClassification "
+                   "and *ForMaskedLM heads)") +
+       "; it loads as its base model, without logits");
+}
+
+}  // namespace
+
 std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dtype) {
   HfConfig cfg = HfConfig::load(model_dir);
   const std::string type = cfg.get_string("model_type");
@@ -234,6 +254,7 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   if (cfg.has("architectures") && cfg.json()["architectures"].is_array() && !cfg.json()["architectures"].empty() &&
       cfg.json()["architectures"][0].is_string())
     model->info.architecture = cfg.json()["architectures"][0].get<std::string>();
+  warn_if_head_ignored(model_dir, model->info);
   return model;
 }
 

@@ -232,6 +232,34 @@ struct ClassificationHead {
   void members(nn::Members& m, const std::string& prefix);
 };
 
+// Masked-LM head (the *ForMaskedLM models' prediction head), over every token:
+//   logits = LayerNorm(act(x·denseᵀ + b))·decoderᵀ + bias      (B, T, H) -> (B, T, vocab)
+// dense maps hidden_size to the width E of the word embeddings (E = hidden_size except ALBERT's and ELECTRA's
+// generator's embedding_size); the decoder is the word-embedding table (vocab, E) when the checkpoint ties them
+// (transformers' tie_word_embeddings, and no decoder weight stored), else the checkpoint's own decoder weight.
+//   BERT:                 cls.predictions.transform.{dense, LayerNorm}, hidden_act, cls.predictions.bias
+//   RoBERTa, XLM-R, MPNet: lm_head.{dense, layer_norm}, gelu (erf), lm_head.bias
+//   DistilBERT:           vocab_transform, config activation, vocab_layer_norm (eps 1e-12), vocab_projector.bias
+//   ELECTRA (generator):  generator_predictions.{dense, LayerNorm}, gelu (erf), generator_lm_head.bias
+//   ALBERT:               predictions.{dense, LayerNorm}, hidden_act, predictions.bias
+// Inference only: the training forward leaves the logits undefined.
+struct MaskedLMHead {
+  std::string dense_name, norm_name, decoder_name, bias_name;  // Hugging Face names (no ".weight")
+  kernels::Act act = kernels::Act::gelu_erf;
+  double eps = 1e-12;
+  nn::Linear dense;
+  Tensor norm_weight, norm_bias, decoder_weight, bias;  // decoder_weight undefined: tied to the word embeddings
+  Tensor forward(const Tensor& x, const Tensor& word_embeddings) const;
+};
+// The layout (names, activation, eps) with its weights taken from root when its dense weight is there (else
+// nullopt); `width` is E, `vocab` the word-embedding rows; an untied decoder must be in the checkpoint.
+std::optional<MaskedLMHead> take_masked_lm_head(Weights& root, const MaskedLMHead& layout, int64_t hidden,
+                                                int64_t width, int64_t vocab, bool tie_word_embeddings);
+MaskedLMHead make_masked_lm_layout(const std::string& dense, const std::string& norm, const std::string& decoder,
+                              const std::string& bias, kernels::Act act, double eps);
+// hidden_act of config.json (as activation_from_hf reads it) -> the pointwise kernel activation.
+kernels::Act kernel_activation(const std::string& hidden_act, const std::string& source);
+
 // The shape every family shares, owned here once: token embeddings (+ LayerNorm, dropout) -> optional projection
 // to hidden_size -> encoder layers in run order (shared ones repeated) with an optional attention bias ->
 // optional tanh pooler over the first token -> optional classification head. Parameters are listed, named,
@@ -250,6 +278,11 @@ class StackedEncoder : public EncoderModel {
   std::optional<nn::Linear> pooler;
   std::string pooler_name = "pooler.dense";
   std::optional<ClassificationHead> head;
+  // The masked-LM head of a *ForMaskedLM (or *ForPreTraining) checkpoint, when select_head found one: the logits'
+  // source when there is no classification head (not a parameter: training and export_hf leave it out).
+  std::optional<MaskedLMHead> masked_lm;
+  MaskedLMHead masked_lm_layout;  // the family's names; empty dense_name: the family has none
+  int64_t masked_lm_width = 0;    // E (0: hidden_size)
   // What add_sequence_classifier builds (names, input, activation, dropout of the family's
   // *ForSequenceClassification head); its weights are ignored.
   ClassificationHead sequence_head_layout;

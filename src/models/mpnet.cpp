@@ -94,6 +94,8 @@ std::unique_ptr<EncoderModel> load_mpnet(const HfConfig& cfg, const io::WeightSt
   if (w.has("pooler.dense.weight")) m->pooler = take_linear(w, "pooler.dense", d.hidden, d.hidden);
   m->sequence_head_layout = head_layout(ClassificationHead::Input::first_token, "classifier.dense",
                                         "classifier.out_proj", kernels::Act::tanh, hidden_p, hidden_p);
+  m->masked_lm_layout = make_masked_lm_layout("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias",
+                                              kernels::Act::gelu_erf, d.eps);
   m->select_head(cfg, root, hidden_p);
   w.finish();
   return m;

@@ -39,6 +39,8 @@ std::unique_ptr<EncoderModel> load_roberta(const HfConfig& cfg, const io::Weight
   const double p = classifier_dropout(cfg);
   m->sequence_head_layout = head_layout(ClassificationHead::Input::first_token, "classifier.dense",
                                         "classifier.out_proj", kernels::Act::tanh, p, p);
+  m->masked_lm_layout = make_masked_lm_layout("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias",
+                                              kernels::Act::gelu_erf, d.eps);
   m->select_head(cfg, root, p);
   w.finish();
   return m;

@@ -8,7 +8,7 @@ from . import nn
 from . import optim
 from . import losses
 from . import functional
-__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'TextClassifier', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'FillMask', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'TextClassifier', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
     What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).
@@ -335,6 +335,40 @@ class TokenClassifier:
         """
         number of labels
         """
+class FillMask:
+    """
+    A masked-LM checkpoint (*ForMaskedLM) run as transformers' pipeline('fill-mask'): for each mask token, the likeliest vocabulary tokens with their probabilities.
+    
+    FillMask(path, dtype='fp32'); fill_mask(texts, top_k=5) releases the GIL.
+    """
+    def __call__(self, inputs: typing.Any, top_k: typing.SupportsInt | typing.SupportsIndex = 5, batch_size: typing.SupportsInt | typing.SupportsIndex = 8, truncation: bool = True) -> typing.Any:
+        """
+        Fills the mask token(s) of a str or a list of str, as the pipeline: per text a list of top_k {'score', 'token', 'token_str', 'sequence'} dicts best first (several masks: one list per mask); a list of texts gives one such result per text. A text without the mask token raises encore.InputError. truncation: texts are cut to max_length tokens (False: a longer text is an error).
+        """
+    def __init__(self, path: typing.Any, dtype: str = 'fp32') -> None:
+        """
+        Loads a *ForMaskedLM directory.
+        """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def mask_token(self) -> str:
+        """
+        the tokenizer's mask token, e.g. '[MASK]'
+        """
+    @property
+    def mask_token_id(self) -> int:
+        """
+        its id
+        """
+    @property
+    def max_length(self) -> int:
+        """
+        tokens per text (special tokens included) before truncation
+        """
+    @max_length.setter
+    def max_length(self, arg1: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
 class TextClassifier:
     """
     A *ForSequenceClassification checkpoint run as transformers' pipeline('text-classification'): labels from config.json's id2label, scores through the pipeline's function (sigmoid for multi-label or one label, softmax for several, none for regression).
