@@ -33,14 +33,15 @@ void register_train(CLI::App& app) {
   static int threads = 0;
   static bool no_shuffle = false, quiet = false, distributed = false;
   static double dist_timeout = 300, bucket_mb = 25;
-  auto* cmd = app.add_subcommand("train", "fine-tune a checkpoint of any supported family (bert, roberta, xlm-roberta, distilbert, albert, electra, mpnet, modernbert) for sequence or token classification or as a sentence encoder");
+  auto* cmd = app.add_subcommand("train", "fine-tune a checkpoint of any supported family (bert, roberta, xlm-roberta, distilbert, albert, electra, mpnet, modernbert) for sequence or token classification, as a reranker (cross-encoder) or as a sentence encoder");
   cmd->add_option("--model", c.model_dir, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
   cmd->add_option("--data", c.data, "training data: .jsonl or .csv with text[, text_pair], label")->required();
   cmd->add_option("--eval-data", c.eval_data, "held-out data (default: the last --eval-fraction of --data)");
   cmd->add_option("--eval-fraction", c.eval_fraction, "held-out share of --data")->check(FiniteRange(0.0, 0.9))->capture_default_str();
-  cmd->add_option("--task", task, "classification (text[, text_pair], label), token-classification (JSONL tokens, "
-                  "labels: one label per word) or embedding (pairs: anchor, positive or text, text_pair; "
-                  "MultipleNegativesRankingLoss)")
+  cmd->add_option("--task", task, "classification (text[, text_pair], label), rerank (a cross-encoder: text = query, "
+                  "text_pair = document, label = relevance in [0, 1]; binary cross-entropy), token-classification "
+                  "(JSONL tokens, labels: one label per word) or embedding (pairs: anchor, positive or text, "
+                  "text_pair; MultipleNegativesRankingLoss)")
       ->check(CLI::IsMember(train::train_tasks()))
       ->capture_default_str();
   cmd->add_option("--steps", c.steps, "optimizer steps (overrides --epochs)")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));

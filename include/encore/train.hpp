@@ -78,6 +78,9 @@ double learning_rate_at(int64_t step, double base_lr, int64_t warmup_steps, int6
 double cross_entropy_loss(const Tensor& logits, const Tensor& labels, Tensor* grad, int64_t ignore_index = -100);
 // mean((pred - target)²) over all elements.
 double mse_loss(const Tensor& pred, const Tensor& target, Tensor* grad);
+// torch.nn.BCEWithLogitsLoss: mean over all elements of max(z, 0) - z·y + log(1 + e^-|z|) (the stable form of
+// -y·log σ(z) - (1 - y)·log(1 - σ(z))); targets y in [0, 1] (soft labels allowed), logits' shape.
+double binary_cross_entropy_with_logits_loss(const Tensor& logits, const Tensor& targets, Tensor* grad);
 // sentence-transformers' MultipleNegativesRankingLoss: scores = scale·cos(a_i, p_j), cross-entropy with the
 // matching pair i as the label (in-batch negatives). anchors, positives (B, D).
 double multiple_negatives_ranking_loss(const Tensor& anchors, const Tensor& positives, double scale,

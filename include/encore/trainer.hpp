@@ -121,6 +121,15 @@ struct TrainReport {
 TrainReport fine_tune_classifier(const TrainConfig& config,
                                  const std::function<void(const TrainProgress&)>& progress = {});
 
+// `encore train --task rerank`: a cross-encoder from (query, document, relevance) rows - `text` (the query),
+// `text_pair` (the document), `label` a relevance in [0, 1] - trained as sentence-transformers' CrossEncoder with
+// BinaryCrossEntropyLoss: one logit (a checkpoint without a head gets a fresh 1-label one; a head with more
+// labels is refused), BCE-with-logits, held-out accuracy of (logit > 0) against (label > 0.5). The checkpoint is
+// a *ForSequenceClassification directory with one label, which encore::CrossEncoder and sentence-transformers'
+// CrossEncoder load (sigmoid scores).
+TrainReport fine_tune_reranker(const TrainConfig& config,
+                               const std::function<void(const TrainProgress&)>& progress = {});
+
 // ---- `encore train --task token-classification` (src/train/token_trainer.cpp) ----
 // Fine-tunes for token classification (NER) as transformers' run_ner.py does: JSONL lines {"tokens": [words],
 // "labels": [one label per word]} ("ner_tags" is read when "labels" is absent; labels are strings or integer ids).
@@ -139,7 +148,7 @@ TrainReport fine_tune_token_classifier(const TrainConfig& config,
 // The tasks `encore train --task` and Python's train(task=) run: "classification", "token-classification",
 // "embedding".
 const std::vector<std::string>& train_tasks();
-// Runs fine_tune_classifier, fine_tune_token_classifier or fine_tune_embedding by task name (UsageError naming the
+// Runs fine_tune_classifier, fine_tune_reranker, fine_tune_token_classifier or fine_tune_embedding by task name (UsageError naming the
 // tasks for another).
 TrainReport fine_tune(const std::string& task, const TrainConfig& config,
                       const std::function<void(const TrainProgress&)>& progress = {});

@@ -57,6 +57,23 @@ double mse_loss(const Tensor& pred_in, const Tensor& target_in, Tensor* grad) {
   return total / static_cast<double>(n);
 }
 
+double binary_cross_entropy_with_logits_loss(const Tensor& logits_in, const Tensor& targets_in, Tensor* grad) {
+  ENCORE_CHECK(logits_in.shape() == targets_in.shape(), "binary_cross_entropy_with_logits_loss: logits ",
+               logits_in.shape_str(), " and targets ", targets_in.shape_str(), " differ");
+  Tensor z = logits_in.contiguous(), y = targets_in.contiguous();
+  const int64_t n = z.numel();
+  ENCORE_CHECK(n > 0, "binary_cross_entropy_with_logits_loss: empty input");
+  if (grad) *grad = Tensor::empty(z.shape());
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double zi = z.data<float>()[i], yi = y.data<float>()[i];
+    total += std::max(zi, 0.0) - zi * yi + std::log1p(std::exp(-std::abs(zi)));
+    // d/dz = σ(z) - y, per element of the mean
+    if (grad) grad->data<float>()[i] = static_cast<float>((1.0 / (1.0 + std::exp(-zi)) - yi) / static_cast<double>(n));
+  }
+  return total / static_cast<double>(n);
+}
+
 double multiple_negatives_ranking_loss(const Tensor& a_in, const Tensor& p_in, double scale, Tensor* da,
                                        Tensor* dp) {
   ENCORE_CHECK(a_in.dim() == 2 && a_in.shape() == p_in.shape(), "multiple_negatives_ranking_loss: anchors ",

@@ -214,16 +214,18 @@ TrainReport fine_tune_token_classifier(const TrainConfig& cfg,
 }
 
 const std::vector<std::string>& train_tasks() {
-  static const std::vector<std::string> tasks = {"classification", "token-classification", "embedding"};
+  static const std::vector<std::string> tasks = {"classification", "rerank", "token-classification", "embedding"};
   return tasks;
 }
 
 TrainReport fine_tune(const std::string& task, const TrainConfig& cfg,
                       const std::function<void(const TrainProgress&)>& progress) {
   if (task == "classification") return fine_tune_classifier(cfg, progress);
+  if (task == "rerank") return fine_tune_reranker(cfg, progress);
   if (task == "token-classification") return fine_tune_token_classifier(cfg, progress);
   if (task == "embedding") return fine_tune_embedding(cfg, progress);
-  throw UsageError("train: task must be 'classification', 'token-classification' or 'embedding', got '" + task + "'");
+  throw UsageError("train: task must be 'classification', 'rerank', 'token-classification' or 'embedding', got '" +
+                   task + "'");
 }
 
 }  // namespace encore::train

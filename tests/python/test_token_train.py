@@ -23,7 +23,6 @@ import json
 import os
 import pathlib
 import random
-import shutil
 import subprocess
 
 import pytest
@@ -31,7 +30,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 import transformers as T  # noqa: E402
-from train_data import MINILM, TOKENIZER_FILES  # noqa: E402
+from train_data import NO_DROPOUT, save_tiny_bert, train_cli_args  # noqa: E402
 
 import encore  # noqa: E402
 
@@ -69,15 +68,9 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("token_train")
     data = sentences(48)
     (root / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
-    start = root / "start"
-    torch.manual_seed(3)
-    cfg = T.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                       attention_probs_dropout_prob=0.0, classifier_dropout=0.0, num_labels=len(LABELS),
-                       id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
-    T.BertForTokenClassification(cfg).save_pretrained(start)
-    for f in TOKENIZER_FILES:
-        shutil.copy(MINILM / f, start / f)
+    start = save_tiny_bert(root / "start", T.BertForTokenClassification, seed=3, num_labels=len(LABELS),
+                           id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)},
+                           **NO_DROPOUT)
     return root, data, start
 
 
@@ -117,12 +110,8 @@ def torch_finetune(start, data):
 
 
 def train_cli(model, data, out, log, *extra):
-    r = subprocess.run([str(BIN), "train", "--task", "token-classification", "--model", str(model), "--data", str(data),
-                        "--steps", str(STEPS), "--batch-size", str(BATCH), "--lr", str(LR), "--weight-decay", str(WD),
-                        "--warmup-steps", str(WARMUP), "--schedule", "linear", "--max-grad-norm", str(CLIP),
-                        "--max-length", str(MAX_LEN), "--no-shuffle", "--dropout", "0", "--eval-fraction", "0",
-                        "--log", str(log), "--output", str(out), "--threads", "2", "-q", *extra],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(train_cli_args(BIN, "token-classification", model, data, out, log, STEPS, BATCH, LR, WD, WARMUP,
+                                      CLIP, MAX_LEN) + list(extra), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return [float(row["loss"]) for row in csv.DictReader(open(log))], r.stdout
 

@@ -33,14 +33,27 @@ def sentiment_files(d, sizes):
     return d
 
 
-def save_tiny_bert(d):
-    torch.manual_seed(0)
-    cfg = T.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=64, max_position_embeddings=64)
-    T.BertModel(cfg).save_pretrained(d, safe_serialization=True)
+def save_tiny_bert(d, model_class=None, seed=0, **config):
+    """A 2-layer, hidden-32 BERT (transformers' init from `seed`) of model_class (default BertModel) with MiniLM's
+    tokenizer files; config overrides BertConfig fields (dropouts, num_labels, id2label...)."""
+    torch.manual_seed(seed)
+    cfg = T.BertConfig(**{**dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64, max_position_embeddings=64), **config})
+    (model_class or T.BertModel)(cfg).save_pretrained(d, safe_serialization=True)
     for f in TOKENIZER_FILES:
         shutil.copy(MINILM / f, d / f)
     return d
+
+
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
+
+
+def train_cli_args(binary, task, model, data, out, log, steps, batch, lr, wd, warmup, clip, max_length):
+    """`encore train` with every optimizer setting spelled out, in file order, dropout off, no held-out split."""
+    return [str(binary), "train", "--task", task, "--model", str(model), "--data", str(data), "--steps", str(steps),
+            "--batch-size", str(batch), "--lr", str(lr), "--weight-decay", str(wd), "--warmup-steps", str(warmup),
+            "--schedule", "linear", "--max-grad-norm", str(clip), "--max-length", str(max_length), "--no-shuffle",
+            "--dropout", "0", "--eval-fraction", "0", "--log", str(log), "--output", str(out), "--threads", "2", "-q"]
 
 
 def read_plot_svg(path):
