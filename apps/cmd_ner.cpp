@@ -21,11 +21,10 @@ namespace encore::cli {
 namespace {
 
 struct NerArgs {
-  std::string model, input, input_format, field = "text", dtype = "fp32", aggregation = "none";
-  std::vector<std::string> texts, ignore_labels = {"O"};
-  int64_t batch_size = 32;
+  TextTaskArgs task;  // texts or -i FILE, --model, --batch-size, --threads, --dtype
+  std::string aggregation = "none";
+  std::vector<std::string> ignore_labels = {"O"};
   std::optional<int64_t> stride;
-  int threads = 0;
 };
 
 }  // namespace
@@ -33,9 +32,7 @@ struct NerArgs {
 void register_ner(CLI::App& app) {
   static NerArgs a;
   auto* cmd = app.add_subcommand("ner", "the entities of each text with a token-classification model (JSON lines)");
-  cmd->add_option("texts", a.texts, "texts to tag (or -i FILE)");
-  cmd->add_option("--model", a.model, "a *ForTokenClassification directory (config.json id2label, tokenizer)")
-      ->required();
+  add_text_task_options(*cmd, a.task, "texts", "a *ForTokenClassification directory (config.json id2label, tokenizer)");
   cmd->add_option("--aggregation,--aggregation-strategy", a.aggregation,
                   "none (one entity per token), simple, first, average or max (transformers' aggregation_strategy)")
       ->check(CLI::IsMember({"none", "simple", "first", "average", "max"}, CLI::ignore_case))
@@ -48,25 +45,15 @@ void register_ner(CLI::App& app) {
   cmd->add_option("--stride", a.stride, "read long texts whole: windows of the model's length overlapping by this many "
                   "tokens (transformers' stride=; needs --aggregation other than none)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--batch-size", a.batch_size, "texts per forward pass")
-      ->check(CLI::Range(int64_t{1}, int64_t{1 << 16}))
-      ->capture_default_str();
-  add_threads_option(*cmd, a.threads);
-  add_dtype_option(*cmd, a.dtype, "encoder GEMMs: fp32, bf16 or int8 (docs/quantization.md)");
-  add_input_options(*cmd, a.input, a.input_format, a.field, nullptr);
   cmd->callback([cmd] {
-    parse_inference_dtype(a.dtype);
-    const RecordFormat format = checked_input_format(*cmd, a.input, a.input_format, a.field);
-    apply_threads(a.threads);
-    const TokenClassifier classifier = TokenClassifier::load(a.model, parse_dtype(a.dtype));
-    const std::vector<std::string> texts = read_input_texts(a.texts, a.input, format, a.field);
-    ENCORE_CHECK_AS(UsageError, !texts.empty(), "nothing to tag: give texts as arguments or with -i FILE");
+    const std::vector<std::string> texts = read_task_texts(*cmd, a.task, "tag");
+    const TokenClassifier classifier = TokenClassifier::load(a.task.model, parse_dtype(a.task.dtype));
     TokenClassifyOptions opt;
     opt.aggregation = parse_aggregation(a.aggregation);
     opt.ignore_labels.clear();
     for (const std::string& l : a.ignore_labels)
       if (!l.empty()) opt.ignore_labels.push_back(l);
-    opt.batch_size = a.batch_size;
+    opt.batch_size = a.task.batch_size;
     opt.stride = a.stride;
     const bool grouped = opt.aggregation != Aggregation::none;
     for (const auto& entities : classifier.predict(texts, opt)) {

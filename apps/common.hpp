@@ -56,11 +56,7 @@ void add_input_options(CLI::App& cmd, std::string& input, std::string& input_for
 // The input's format from those options; refuses --field/--input-format without -i, and --field on plain text.
 RecordFormat checked_input_format(const CLI::App& cmd, const std::string& input, const std::string& input_format,
                                   const std::string& field, bool jsonl_alias = false);
-// The texts given as arguments, then the records of -i FILE (their `field` in JSONL/CSV; '-' = stdin), in order:
-// the input of `rerank` and `ner`.
-std::vector<std::string> read_input_texts(std::vector<std::string> texts, const std::string& input, RecordFormat format,
-                                          const std::string& field);
-// The options of a command that runs a model directory over texts (rerank, classify, fill-mask): the texts as
+// The options of a command that runs a model directory over texts (rerank, classify, ner, fill-mask): the texts as
 // arguments (positional `what`) or -i FILE (text lines, JSONL, CSV; '-' = standard input, a FIFO allowed),
 // --model (required), --batch-size, --threads, --dtype and the input options.
 struct TextTaskArgs {

@@ -117,8 +117,9 @@ RecordFormat checked_input_format(const CLI::App& cmd, const std::string& input,
   return f;
 }
 
-std::vector<std::string> read_input_texts(std::vector<std::string> texts, const std::string& input, RecordFormat format,
-                                          const std::string& field) {
+// The texts given as arguments, then the records of -i FILE (their `field` in JSONL/CSV; '-' = stdin), in order.
+static std::vector<std::string> read_input_texts(std::vector<std::string> texts, const std::string& input,
+                                                 RecordFormat format, const std::string& field) {
   if (input.empty()) return texts;
   RecordReader reader(input, format, {.what = "input file", .allow_pipe = true});
   for (Record r; reader.next(r);) texts.push_back(reader.field(r, field));
