@@ -22,6 +22,7 @@
 #include "encore/records.hpp"
 #include "encore/sentence_encoder.hpp"
 #include "encore/shard.hpp"
+#include "encore/sparse_encoder.hpp"
 #include "encore/similarity.hpp"
 
 namespace encore::cli {
@@ -49,6 +50,8 @@ struct EmbedArgs {
   bool resume = false;   // (embed only)
   std::string precision = "float32";  // (embed only) sentence-transformers' quantize_embeddings precisions
   std::string calibration;            // (embed only) texts whose embeddings set the int8/uint8 buckets
+  bool sparse = false;                // (embed only) SPLADE sparse vectors (encore::SparseEncoder)
+  int64_t max_active_dims = 0;        // (embed only, --sparse) 0: all non-zero weights
 };
 
 
@@ -162,6 +165,10 @@ void add_embed_options(CLI::App* cmd, EmbedArgs& a, bool with_io) {
         ->capture_default_str();
     cmd->add_option("--calibration", a.calibration, "int8/uint8: a text file (one text per line) whose embeddings "
                     "give each dimension's minimum and maximum");
+    cmd->add_flag("--sparse", a.sparse, "SPLADE sparse vectors from a *ForMaskedLM model (sentence-transformers' "
+                  "SparseEncoder): JSON lines of [{\"index\", \"value\"}] (TEI's /embed_sparse), index ascending");
+    cmd->add_option("--max-active-dims", a.max_active_dims, "with --sparse: keep the N largest weights per text")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   }
 }
 
@@ -402,6 +409,38 @@ std::string grouped(int64_t n) {
   return out;
 }
 
+// embed --sparse: every text's SPLADE vector as one JSON line (TEI's /embed_sparse entries), to stdout or -o FILE.
+void embed_sparse(const EmbedArgs& a, OutputFormat format, InputSource& source) {
+  ENCORE_CHECK_AS(UsageError, a.shard.empty() && !a.resume && a.precision == "float32" && a.dimensions == 0 &&
+                                  !a.prompt_name && !a.prompt && !a.normalize &&
+                                  (format == OutputFormat::json || format == OutputFormat::jsonl),
+                  "--sparse writes JSON lines (standard output or a .jsonl/.json file); --shard, --resume, "
+                  "--precision, --dimensions, --prompt(-name), --normalize and npy/csv output do not apply to it");
+  const std::vector<Item> items = source.next(SIZE_MAX);
+  ENCORE_CHECK_AS(InputError, !items.empty(), "nothing to embed: the input holds no texts");
+  apply_threads(a.threads);
+  SparseEncoder enc = SparseEncoder::load(a.model.empty() ? default_model_dir() : a.model, parse_dtype(a.dtype));
+  if (a.max_length > 0) enc.set_max_seq_length(std::min<int64_t>(a.max_length, enc.encoder().model().max_sequence_length()));
+  std::vector<std::string> texts;
+  for (const Item& it : items) texts.push_back(it.text);
+  SparseEncodeOptions opt;
+  opt.batch_size = a.batch_size;
+  if (a.max_active_dims > 0) opt.max_active_dims = a.max_active_dims;
+  std::ofstream file;
+  if (!a.output.empty() && a.output != "-") {
+    file.open(a.output);
+    ENCORE_CHECK_AS(ResourceError, file.good(), "cannot write '", a.output, "'");
+  }
+  std::ostream& out = file.is_open() ? file : std::cout;
+  for (const SparseVector& v : enc.encode(texts, opt)) {
+    Json line = Json::array();
+    for (size_t i = 0; i < v.indices.size(); ++i) line.push_back({{"index", v.indices[i]}, {"value", v.values[i]}});
+    out << line.dump() << "\n";
+  }
+  out.flush();
+  ENCORE_CHECK_AS(ResourceError, out.good(), "writing '", file.is_open() ? a.output : std::string("<stdout>"), "' failed");
+}
+
 }  // namespace
 
 void register_embed(CLI::App& app) {
@@ -416,6 +455,8 @@ void register_embed(CLI::App& app) {
     const RecordFormat input_format = checked_input_format(*embed, e.input, e.input_format, e.field, e.jsonl);
     const OutputFormat format = output_format(e);
     InputSource source(e, input_format);
+    ENCORE_CHECK_AS(UsageError, e.sparse || e.max_active_dims == 0, "--max-active-dims needs --sparse");
+    if (e.sparse) return embed_sparse(e, format, source);
     // Records are embedded a block at a time (include/encore/shard.hpp): sorted by length and batched within
     // their block, written before the next block is read. Standard input without --shard/--resume streams:
     // blocks are read as they arrive, of --batch-size records unless --block is given. Otherwise the input is

@@ -1,10 +1,12 @@
-// Bindings for the task pipelines (transformers' pipeline shapes): encore.TextClassifier, encore.FillMask. Argument conversion and
+// Bindings for the task pipelines (transformers' pipeline shapes): encore.TextClassifier, encore.FillMask,
+// encore.SparseEncoder. Argument conversion and
 // the pipeline's output nesting only; scoring, sorting and labels are the C++ classes'.
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "encore/fill_mask.hpp"
+#include "encore/sparse_encoder.hpp"
 #include "encore/text_classifier.hpp"
 #include "numpy_convert.hpp"
 
@@ -109,21 +111,28 @@ py::object classify_python(const encore::TextClassifier& self, const py::object&
   return out;
 }
 
+// A str (single = true) or a list/tuple of str as texts; `what` names the argument in errors.
+std::vector<std::string> text_list(const py::object& inputs, const std::string& what, bool* single) {
+  *single = py::isinstance<py::str>(inputs);
+  std::vector<std::string> texts;
+  if (*single) {
+    texts.push_back(utf8_text(inputs, what));
+    return texts;
+  }
+  if (!py::isinstance<py::list>(inputs) && !py::isinstance<py::tuple>(inputs))
+    throw encore::UsageError(what + " must be a str or a list of str, got " +
+                             py::str(py::type::of(inputs).attr("__name__")).cast<std::string>());
+  for (auto item : inputs) texts.push_back(utf8_text(item, what + "[" + std::to_string(texts.size()) + "]"));
+  return texts;
+}
+
 // transformers' FillMaskPipeline.__call__: per input, the top_k candidates of its mask (a list of dicts), or for
 // several masks one list per mask; a str gives its result, a list one result per input (a one-element list its
 // only result, as the pipeline unwraps it).
 py::object fill_mask_python(const encore::FillMask& self, const py::object& inputs, int64_t top_k, int64_t batch_size,
                             bool truncation) {
-  const bool single = py::isinstance<py::str>(inputs);
-  std::vector<std::string> texts;
-  if (single) {
-    texts.push_back(utf8_text(inputs, "inputs"));
-  } else {
-    if (!py::isinstance<py::list>(inputs) && !py::isinstance<py::tuple>(inputs))
-      throw encore::UsageError("inputs must be a str or a list of str, got " +
-                               py::str(py::type::of(inputs).attr("__name__")).cast<std::string>());
-    for (auto item : inputs) texts.push_back(utf8_text(item, "inputs[" + std::to_string(texts.size()) + "]"));
-  }
+  bool single = false;
+  const std::vector<std::string> texts = text_list(inputs, "inputs", &single);
   if (batch_size < 1 || batch_size > (1 << 16))
     throw encore::UsageError("batch_size must be in 1..65536, got " + std::to_string(batch_size));
   encore::FillMaskOptions opt;
@@ -156,9 +165,88 @@ py::object fill_mask_python(const encore::FillMask& self, const py::object& inpu
   return per_text;
 }
 
+// SparseEncoder.encode / encode_csr: the texts (a str or a list of str) through SparseEncoder::encode.
+std::vector<encore::SparseVector> sparse_encode(const encore::SparseEncoder& self, const py::object& sentences,
+                                                int64_t batch_size, const py::object& max_active_dims, bool* single) {
+  const std::vector<std::string> texts = text_list(sentences, "sentences", single);
+  if (batch_size < 1 || batch_size > (1 << 16))
+    throw encore::UsageError("batch_size must be in 1..65536, got " + std::to_string(batch_size));
+  encore::SparseEncodeOptions opt;
+  opt.batch_size = batch_size;
+  if (!max_active_dims.is_none()) opt.max_active_dims = max_active_dims.cast<int64_t>();
+  py::gil_scoped_release nogil;
+  return self.encode(texts, opt);
+}
+
 }  // namespace
 
 void bind_pipelines(py::module_& m) {
+  py::class_<encore::SparseEncoder>(m, "SparseEncoder",
+                                    "SPLADE sparse embeddings from a masked-LM checkpoint, as sentence-transformers' "
+                                    "SparseEncoder (MLMTransformer + SpladePooling max): weight[v] = max over tokens "
+                                    "of log(1 + relu(logit[v])).\n\nSparseEncoder(path, dtype='fp32'); encode() "
+                                    "releases the GIL.")
+      .def(py::init([](const py::object& path, const std::string& dtype) {
+             const std::string dir = py::str(path).cast<std::string>();
+             const encore::DType d = encore::parse_dtype(dtype);
+             py::gil_scoped_release nogil;
+             return encore::SparseEncoder::load(dir, d);
+           }),
+           py::arg("path"), py::arg("dtype") = "fp32", "Loads a *ForMaskedLM directory.")
+      .def(
+          "encode",
+          [](const encore::SparseEncoder& self, const py::object& sentences, int64_t batch_size,
+             const py::object& max_active_dims) -> py::object {
+            bool single = false;
+            const auto rows = sparse_encode(self, sentences, batch_size, max_active_dims, &single);
+            py::list out;
+            for (const auto& r : rows) {
+              py::dict d;
+              for (size_t i = 0; i < r.indices.size(); ++i) d[py::int_(r.indices[i])] = static_cast<double>(r.values[i]);
+              out.append(d);
+            }
+            return single ? out[0] : py::object(out);
+          },
+          py::arg("sentences"), py::arg("batch_size") = 8, py::arg("max_active_dims") = py::none(),
+          "Sparse embeddings: per text a {index: weight} dict of its non-zero weights (index = vocabulary id, "
+          "ascending); one dict for a str. max_active_dims: keep the N largest weights per text.")
+      .def(
+          "encode_csr",
+          [](const encore::SparseEncoder& self, const py::object& sentences, int64_t batch_size,
+             const py::object& max_active_dims) {
+            bool single = false;
+            const auto rows = sparse_encode(self, sentences, batch_size, max_active_dims, &single);
+            size_t nnz = 0;
+            for (const auto& r : rows) nnz += r.indices.size();
+            py::array_t<float> data(static_cast<py::ssize_t>(nnz));
+            py::array_t<int64_t> indices(static_cast<py::ssize_t>(nnz)), indptr(static_cast<py::ssize_t>(rows.size() + 1));
+            auto d = data.mutable_unchecked<1>();
+            auto ix = indices.mutable_unchecked<1>();
+            auto ip = indptr.mutable_unchecked<1>();
+            py::ssize_t at = 0;
+            ip(0) = 0;
+            for (size_t i = 0; i < rows.size(); ++i) {
+              for (size_t j = 0; j < rows[i].indices.size(); ++j, ++at) {
+                d(at) = rows[i].values[j];
+                ix(at) = rows[i].indices[j];
+              }
+              ip(static_cast<py::ssize_t>(i + 1)) = at;
+            }
+            return py::make_tuple(data, indices, indptr,
+                                  py::make_tuple(static_cast<int64_t>(rows.size()), self.dimension()));
+          },
+          py::arg("sentences"), py::arg("batch_size") = 8, py::arg("max_active_dims") = py::none(),
+          "The same as CSR arrays (data float32, indices int64, indptr int64, shape): "
+          "scipy.sparse.csr_matrix((data, indices, indptr), shape=shape).")
+      .def_property_readonly("dimension", &encore::SparseEncoder::dimension, "the vocabulary size")
+      .def_property("max_seq_length", &encore::SparseEncoder::max_seq_length, &encore::SparseEncoder::set_max_seq_length,
+                    "tokens per text (special tokens included) before truncation")
+      .def("__repr__", [](const encore::SparseEncoder& self) {
+        const encore::ModelInfo& mi = self.encoder().model().info();
+        return "SparseEncoder(architecture='" + mi.architecture + "', dtype=" + mi.dtype + ", dimension=" +
+               std::to_string(self.dimension()) + ", max_seq_length=" + std::to_string(self.max_seq_length()) + ")";
+      });
+
   py::class_<encore::FillMask>(m, "FillMask",
                                "A masked-LM checkpoint (*ForMaskedLM) run as transformers' pipeline('fill-mask'): for "
                                "each mask token, the likeliest vocabulary tokens with their probabilities.\n\n"

@@ -3,12 +3,14 @@ encore: a C++ Transformer encoder engine (numpy twin of torch.nn's Transformer m
 """
 from __future__ import annotations
 import collections.abc
+import numpy
+import numpy.typing
 import typing
 from . import nn
 from . import optim
 from . import losses
 from . import functional
-__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'FillMask', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'TextClassifier', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'FillMask', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'SparseEncoder', 'TextClassifier', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
     What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).
@@ -335,6 +337,39 @@ class TokenClassifier:
         """
         number of labels
         """
+class SparseEncoder:
+    """
+    SPLADE sparse embeddings from a masked-LM checkpoint, as sentence-transformers' SparseEncoder (MLMTransformer + SpladePooling max): weight[v] = max over tokens of log(1 + relu(logit[v])).
+    
+    SparseEncoder(path, dtype='fp32'); encode() releases the GIL.
+    """
+    def __init__(self, path: typing.Any, dtype: str = 'fp32') -> None:
+        """
+        Loads a *ForMaskedLM directory.
+        """
+    def __repr__(self) -> str:
+        ...
+    def encode(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 8, max_active_dims: typing.Any = None) -> typing.Any:
+        """
+        Sparse embeddings: per text a {index: weight} dict of its non-zero weights (index = vocabulary id, ascending); one dict for a str. max_active_dims: keep the N largest weights per text.
+        """
+    def encode_csr(self, sentences: typing.Any, batch_size: typing.SupportsInt | typing.SupportsIndex = 8, max_active_dims: typing.Any = None) -> tuple[numpy.typing.NDArray[numpy.float32], numpy.typing.NDArray[numpy.int64], numpy.typing.NDArray[numpy.int64], tuple[int, int]]:
+        """
+        The same as CSR arrays (data float32, indices int64, indptr int64, shape): scipy.sparse.csr_matrix((data, indices, indptr), shape=shape).
+        """
+    @property
+    def dimension(self) -> int:
+        """
+        the vocabulary size
+        """
+    @property
+    def max_seq_length(self) -> int:
+        """
+        tokens per text (special tokens included) before truncation
+        """
+    @max_seq_length.setter
+    def max_seq_length(self, arg1: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
 class FillMask:
     """
     A masked-LM checkpoint (*ForMaskedLM) run as transformers' pipeline('fill-mask'): for each mask token, the likeliest vocabulary tokens with their probabilities.
