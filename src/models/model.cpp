@@ -214,18 +214,18 @@ namespace {
 
 // A task checkpoint whose head encore does not run (*ForQuestionAnswering, *ForMultipleChoice, ...) loads as its
 // base model: warned, never silent (logits stay undefined). Not an error: the encoder underneath is what embedding
-// and feature extraction use; the pipelines that need a head refuse the checkpoint by name.
+// and feature extraction use; the pipelines that need a head refuse the checkpoint by name. A head encore runs but
+// whose weights the checkpoint lacks is not warned about: sentence-transformers saves base weights under the
+// original architecture name (all-mpnet-base-v2 says MPNetForMaskedLM), and transformers loads those silently too.
 void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info) {
   const std::string& a = info.architecture;
   const bool task_model = a.find("For") != std::string::npos || a.find("LMHead") != std::string::npos;
   if (!task_model || !info.head.empty()) return;
-  const bool runnable = a.ends_with("ForSequenceClassification") || a.ends_with("ForTokenClassification") ||
-                        a.ends_with("ForMaskedLM");
-  warn("'" + model_dir + "' is a " + a + " checkpoint: " +
-       (runnable ? std::string("its head's weights are not in the checkpoint")
-                 : "encore does not run its task head (it runs *ForSequenceClassification, *ForTokenClassification "
-                   "and *ForMaskedLM heads)") +
-       "; it loads as its base model, without logits");
+  for (const char* runs : {"ForSequenceClassification", "ForTokenClassification", "ForMaskedLM", "ForPreTraining"})
+    if (a.ends_with(runs)) return;
+  warn("'" + model_dir + "' is a " + a + " checkpoint: encore does not run its task head (it runs "
+       "*ForSequenceClassification, *ForTokenClassification and *ForMaskedLM heads); it loads as its base model, "
+       "without logits");
 }
 
 }  // namespace

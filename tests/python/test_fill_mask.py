@@ -8,7 +8,9 @@
   (probabilities; the test also holds them to 1e-4 relative).
 * A *ForQuestionAnswering / *ForMultipleChoice checkpoint loads as its base model with a warning naming it (a
   Python UserWarning; "encore: warning:" on the CLI's stderr), and FillMask / TextClassifier refuse it by name.
-  A warning, not an error: the encoder underneath is what embedding and feature extraction read.
+  A warning, not an error: the encoder underneath is what embedding and feature extraction read. A head encore
+  runs whose weights are absent (base weights saved under BertForMaskedLM, as sentence-transformers saves some
+  models) loads without a warning, as transformers does.
 """
 import json
 import os
@@ -171,3 +173,8 @@ def test_a_head_encore_cannot_run_is_named(cls, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         encore.AutoModel.load(str(save_model(tmp_path / "ok", "bert", T.BertForMaskedLM)))  # no warning for a head it runs
+        base_only = save_model(tmp_path / "base", "bert", T.BertModel)  # base weights under an MLM architecture name,
+        cfg = json.loads((base_only / "config.json").read_text())      # as sentence-transformers saves all-mpnet-base-v2
+        cfg["architectures"] = ["BertForMaskedLM"]
+        (base_only / "config.json").write_text(json.dumps(cfg))
+        assert encore.AutoModel.load(str(base_only)).config["head"] == ""
