@@ -12,6 +12,12 @@
 #include "kernels/isa_target.hpp"
 
 ENCORE_TARGET_BEGIN_AVX512
+// The scalar tails stay scalar: GCC would otherwise vectorize some of them in versions chosen at run time by the
+// buffers' addresses and overlap (dinp == dout is allowed), and a vectorized and a scalar version may round
+// differently, so one input could give two results. The SIMD loops are written with intrinsics either way.
+#if !defined(__clang__)
+#pragma GCC optimize("no-tree-vectorize")
+#endif
 
 namespace encore::kernels::bwd_avx512 {
 #include "kernels/simd/vec_avx512.inl"
