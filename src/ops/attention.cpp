@@ -1,5 +1,6 @@
 // Scaled dot-product attention:
-//   scores = Q_bh · K_bhᵀ (T×S) ; P = softmax(scores/√d + masks) ; out_bh = P · V_bh (T×Dv)
+//   scores = Q_bh · K_bhᵀ (T×S) ; P = softmax(scores·scale + masks) ; out_bh = P · V_bh (T×Dv), scale 1/√d unless
+//   the caller sets it (torch's scaled_dot_product_attention(scale=))
 // Two paths. Fused (inference without weights): one task per (sequence, head, query chunk) runs the fused
 // kernel, which never holds more than a query tile x key tile block of scores. Unfused (weights wanted, or
 // dropout): one (batch, head) pair per task with a T×S score buffer per thread (or the caller's probs tensor).
@@ -55,11 +56,10 @@ int64_t fused_chunk(int64_t T, int64_t pairs, int64_t threads) {
 // Runs the fused kernel over (sequence, head, query chunk) tasks. Each call transposes its keys once, so chunks
 // are as long as possible: a whole sequence, split into kAttentionQueryTile multiples only when there are too few
 // (sequence, head) pairs to keep every thread busy. Head h of a sequence reads columns [h·Dk, (h+1)·Dk) of q and
-// k and [h·Dv, (h+1)·Dv) of v and out; the bias of (sequence b, head h) is
-// bias + (bias_per_head ? (b·H + h)·bias_rows·ld_bias : 0), its rows ld_bias apart.
+// k and [h·Dv, (h+1)·Dv) of v and out; the bias of (sequence b, head h) is bias.plane(b, h), its rows ld_bias apart.
 Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64_t Dk, int64_t Dv, int64_t ld_q,
-                 int64_t ld_k, int64_t ld_v, int64_t ld_out, float scale, const float* bias, bool bias_per_head,
-                 int64_t bias_rows, int64_t ld_bias, bool causal) {
+                 int64_t ld_k, int64_t ld_v, int64_t ld_out, float scale, const detail::AttnMaskPlanes& bias,
+                 int64_t ld_bias, bool causal) {
   const int64_t pairs = static_cast<int64_t>(seqs.size()) * H;
   std::vector<int64_t> chunk(seqs.size()), first_task(seqs.size() + 1, 0);  // tasks of b: [first_task[b], ...)
   int64_t longest_chunk = 0;
@@ -91,8 +91,8 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
       a.Dk = Dk;
       a.Dv = Dv;
       a.scale = scale;
-      if (bias) {
-        a.bias = bias + (bias_per_head ? (b * H + h) * bias_rows * ld_bias : 0) + i0 * ld_bias;
+      if (bias.data) {
+        a.bias = bias.plane(b, h) + i0 * ld_bias;
         a.ld_bias = ld_bias;
       }
       a.key_mask = sq.key_mask;
@@ -105,7 +105,8 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
 }
 
 // Padding-free batch (AttentionMasks::cu_seqlens): q, k, v are (1, N, E).
-Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const AttentionMasks& masks) {
+Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const AttentionMasks& masks,
+                        float scale) {
   const std::vector<int64_t>& cu = masks.cu_seqlens;
   const int64_t N = q.size(1), E = q.size(2), Ev = v.size(2), B = static_cast<int64_t>(cu.size()) - 1;
   ENCORE_CHECK(q.size(0) == 1 && k.size(0) == 1 && v.size(0) == 1 && k.size(1) == N && v.size(1) == N,
@@ -122,10 +123,6 @@ Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64
   int64_t P = 0;
   if (am.defined()) {
     P = am.size(-1);
-    if (am.dim() == 3)
-      check_shape(am, "attn_mask", {B * H, P, P});
-    else
-      check_shape(am, "attn_mask", {P, P});
     ENCORE_CHECK(P >= longest, "attention: attn_mask ", am.shape_str(), " is shorter than the longest sequence ",
                  longest);
   }
@@ -136,12 +133,40 @@ Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64
     seqs[b] = {q.data<float>() + r * q.strides()[1], k.data<float>() + r * k.strides()[1],
                v.data<float>() + r * v.strides()[1], out.data<float>() + r * Ev, len, len, nullptr};
   }
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(E / H)));
-  return run_fused(out, seqs, H, E / H, Ev / H, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale,
-                   am.defined() ? am.data<float>() : nullptr, am.defined() && am.dim() == 3, P, P, masks.causal);
+  const detail::AttnMaskPlanes planes = detail::attn_mask_planes(am, B, H, P, P);
+  return run_fused(out, seqs, H, E / H, Ev / H, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale, planes, P,
+                   masks.causal);
 }
 
 }  // namespace
+
+namespace detail {
+
+float attention_scale(std::optional<double> scale, int64_t head_dim) {
+  if (!scale) return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  ENCORE_CHECK(std::isfinite(*scale), "attention: scale must be finite, got ", *scale);
+  return static_cast<float>(*scale);
+}
+
+AttnMaskPlanes attn_mask_planes(const Tensor& am, int64_t B, int64_t H, int64_t T, int64_t S) {
+  AttnMaskPlanes p;
+  if (!am.defined()) return p;
+  check_dtype(am, "attn_mask", DType::f32);
+  ENCORE_CHECK(am.is_contiguous(), "attention: attn_mask must be contiguous");
+  if (am.dim() == 2) {
+    check_shape(am, "attn_mask", {T, S});
+  } else {
+    ENCORE_CHECK(am.dim() == 3 && (am.size(0) == H || am.size(0) == B * H) && am.size(1) == T && am.size(2) == S,
+                 "attention: attn_mask must be (", T, ", ", S, "), (", H, ", ", T, ", ", S, ") or (", B * H, ", ", T,
+                 ", ", S, "), got ", am.shape_str());
+    p.per_head = T * S;
+    p.per_batch = am.size(0) == B * H ? H * T * S : 0;  // (H, T, S) is shared by every sequence
+  }
+  p.data = am.data<float>();
+  return p;
+}
+
+}  // namespace detail
 
 int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads) {
   const int64_t chunk = fused_chunk(T, B * heads, threads), tasks = B * heads * ((T + chunk - 1) / chunk);
@@ -164,7 +189,7 @@ double attention_flops(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
-                         uint64_t seed) {
+                         uint64_t seed, std::optional<double> scale_opt) {
   profiler::Scope profile("attention", attention_flops(q, k, v, masks));
   ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),
                ", ", k.shape_str(), ", ", v.shape_str());
@@ -175,7 +200,7 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
                  "attention: q, k, v need a contiguous last dimension");
     ENCORE_CHECK(heads > 0 && q.size(2) % heads == 0 && v.size(2) % heads == 0 && k.size(2) == q.size(2), "attention: ",
                  heads, " heads do not divide the dims ", q.size(2), " and ", v.size(2));
-    return attention_varlen(q, k, v, heads, masks);
+    return attention_varlen(q, k, v, heads, masks, detail::attention_scale(scale_opt, q.size(2) / heads));
   }
   const int64_t B = q.size(0), T = q.size(1), E = q.size(2), S = k.size(1), Ev = v.size(2);
   ENCORE_CHECK(k.size(0) == B && v.size(0) == B && v.size(1) == S && k.size(2) == E,
@@ -185,16 +210,8 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
   ENCORE_CHECK(q.strides()[2] == 1 && k.strides()[2] == 1 && v.strides()[2] == 1,
                "attention: q, k, v need a contiguous last dimension");
   const int64_t H = heads, Dh = E / H, Dv = Ev / H;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
-
-  const Tensor& am = masks.attn_mask;
-  const bool am3 = am.defined() && am.dim() == 3;
-  if (am.defined()) {
-    if (am3)
-      check_shape(am, "attn_mask", {B * H, T, S});
-    else
-      check_shape(am, "attn_mask", {T, S});
-  }
+  const float scale = detail::attention_scale(scale_opt, Dh);
+  const detail::AttnMaskPlanes am = detail::attn_mask_planes(masks.attn_mask, B, H, T, S);
   if (masks.key_padding_mask.defined()) check_shape(masks.key_padding_mask, "key_padding_mask", {B, S});
 
   Tensor out = Tensor::empty({B, T, Ev});
@@ -206,8 +223,8 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
       seqs[b] = {q.data<float>() + b * q.strides()[0], k.data<float>() + b * k.strides()[0],
                  v.data<float>() + b * v.strides()[0], out.data<float>() + b * T * Ev, T, keys, key_mask};
     }
-    return run_fused(out, seqs, H, Dh, Dv, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale,
-                     am.defined() ? am.data<float>() : nullptr, am3, T, S, masks.causal);
+    return run_fused(out, seqs, H, Dh, Dv, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale, am, S,
+                     masks.causal);
   }
   if (probs) *probs = Tensor::empty({B, H, T, S});
 
@@ -218,7 +235,6 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
   const int64_t qB = q.strides()[0], qT = q.strides()[1];
   const int64_t kB = k.strides()[0], kT = k.strides()[1];
   const int64_t vB = v.strides()[0], vT = v.strides()[1];
-  const float* am_p = am.defined() ? am.data<float>() : nullptr;
   const float* kpm_p = masks.key_padding_mask.defined() ? masks.key_padding_mask.data<float>() : nullptr;
 
   runtime::parallel_for(0, B * H, 1, [&](int64_t p0, int64_t p1) {
@@ -230,7 +246,7 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
       // scores = Q_bh · K_bhᵀ
       kt.gemm_f32(false, true, T, S, Dh, 1.f, qp + b * qB + h * Dh, qT, kp + b * kB + h * Dh, kT, 0.f, scores, S);
       for (int64_t t = 0; t < T; ++t) {
-        const float* mask_a = am_p ? am_p + (am3 ? bh * T * S : 0) + t * S : nullptr;
+        const float* mask_a = am.data ? am.plane(b, h) + t * S : nullptr;
         const float* mask_b = kpm_p ? kpm_p + b * S : nullptr;
         const int64_t limit = masks.causal ? std::min<int64_t>(S, t + 1) : S;
         kt.softmax_masked_f32(scores + t * S, S, scale, mask_a, mask_b, limit);

@@ -1,6 +1,6 @@
 // Scaled dot-product attention: the training forward (saving the pre-dropout probabilities) and the backward,
 // one (batch, head) slice per task as in attention.cpp:
-//   scores = Q_bh·K_bhᵀ ; P = softmax(scores/√d + masks) ; P' = dropout(P) ; out_bh = P'·V_bh
+//   scores = Q_bh·K_bhᵀ ; P = softmax(scores·scale + masks) ; P' = dropout(P) ; out_bh = P'·V_bh
 // Slices write disjoint parts of dq/dk/dv, so there is no reduction across threads; the per-slice GEMMs run
 // single-threaded (detail::parallel_blocks), so the result does not depend on the thread count.
 #include "encore/profiler.hpp"
@@ -18,7 +18,7 @@ struct AttnDims {
   float scale;
 };
 
-AttnDims check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads) {
+AttnDims check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, std::optional<double> scale) {
   ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),
                ", ", k.shape_str(), ", ", v.shape_str());
   check_dtype(q, "attention q", DType::f32);
@@ -33,7 +33,7 @@ AttnDims check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t he
   ENCORE_CHECK(q.strides()[2] == 1 && k.strides()[2] == 1 && v.strides()[2] == 1,
                "attention: q, k, v need a contiguous last dimension");
   d.H = heads, d.Dh = d.E / heads, d.Dv = d.Ev / heads;
-  d.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.Dh)));  // exactly attention_forward's
+  d.scale = detail::attention_scale(scale, d.Dh);  // exactly attention_forward's
   return d;
 }
 
@@ -50,22 +50,47 @@ Tensor grad_output(Tensor* g, const char* name, const Shape& shape) {
   return *g;
 }
 
+// dmask += dlogits (B, H, T, S) summed over what dmask's shape broadcasts: (B·H, T, S) or (B, H, T, S) elementwise,
+// (H, T, S) over b, (T, S) over b and h. Parallel over the T·S positions, each summing in (b, h) order: the result
+// does not depend on the thread count.
+void add_broadcast_sum(Tensor& dmask, const Tensor& dlogits, const AttnDims& d) {
+  check_dtype(dmask, "attention d_attn_mask", DType::f32);
+  ENCORE_CHECK(dmask.is_contiguous(), "attention d_attn_mask: must be contiguous");
+  const int64_t B = d.B, H = d.H, TS = d.T * d.S;
+  const Shape& s = dmask.shape();
+  const bool full = s == Shape{B * H, d.T, d.S} || s == Shape{B, H, d.T, d.S};
+  const bool per_head = s == Shape{H, d.T, d.S}, shared = s == Shape{d.T, d.S};
+  ENCORE_CHECK(full || per_head || shared, "attention d_attn_mask: expected (", d.T, ", ", d.S, "), (",
+               H, ", ", d.T, ", ", d.S, ") or (", B * H, ", ", d.T, ", ", d.S, "), got ", dmask.shape_str());
+  const float* g = dlogits.data<float>();
+  float* out = dmask.data<float>();
+  const int64_t planes_out = full ? B * H : per_head ? H : 1;
+  runtime::parallel_for(0, TS, 256, [&](int64_t i0, int64_t i1) {
+    for (int64_t plane = 0; plane < planes_out; ++plane) {
+      float* o = out + plane * TS;
+      if (full) {
+        for (int64_t i = i0; i < i1; ++i) o[i] += g[plane * TS + i];
+        continue;
+      }
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = per_head ? plane : 0; h < (per_head ? plane + 1 : H); ++h) {
+          const float* gp = g + (b * H + h) * TS;
+          for (int64_t i = i0; i < i1; ++i) o[i] += gp[i];
+        }
+    }
+  });
+}
+
 }  // namespace
 
 Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                               const AttentionMasks& masks, double dropout_p, bool training, uint64_t seed) {
+                               const AttentionMasks& masks, double dropout_p, bool training, uint64_t seed,
+                               std::optional<double> scale) {
   profiler::Scope profile("attention", attention_flops(q, k, v, masks));
   ENCORE_CHECK(probs, "attention_forward_train: probs (the saved probabilities) is required");
-  const AttnDims d = check_qkv(q, k, v, heads);
+  const AttnDims d = check_qkv(q, k, v, heads, scale);
   const int64_t B = d.B, T = d.T, S = d.S, Ev = d.Ev, H = d.H, Dh = d.Dh, Dv = d.Dv;
-  const Tensor& am = masks.attn_mask;
-  const bool am3 = am.defined() && am.dim() == 3;
-  if (am.defined()) {
-    if (am3)
-      check_shape(am, "attn_mask", {B * H, T, S});
-    else
-      check_shape(am, "attn_mask", {T, S});
-  }
+  const detail::AttnMaskPlanes am = detail::attn_mask_planes(masks.attn_mask, B, H, T, S);
   if (masks.key_padding_mask.defined()) check_shape(masks.key_padding_mask, "key_padding_mask", {B, S});
   ENCORE_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "attention: dropout must be in [0, 1], got ", dropout_p);
   const bool dropped = training && dropout_p > 0.0;
@@ -79,7 +104,6 @@ Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, 
   const int64_t qB = q.strides()[0], qT = q.strides()[1];
   const int64_t kB = k.strides()[0], kT = k.strides()[1];
   const int64_t vB = v.strides()[0], vT = v.strides()[1];
-  const float* am_p = am.defined() ? am.data<float>() : nullptr;
   const float* kpm_p = masks.key_padding_mask.defined() ? masks.key_padding_mask.data<float>() : nullptr;
 
   // The same kernel calls, in the same order, as attention_forward; only P' goes to a scratch buffer so that
@@ -92,7 +116,7 @@ Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, 
       // scores = Q_bh · K_bhᵀ
       kt.gemm_f32(false, true, T, S, Dh, 1.f, qp + b * qB + h * Dh, qT, kp + b * kB + h * Dh, kT, 0.f, scores, S);
       for (int64_t t = 0; t < T; ++t) {
-        const float* mask_a = am_p ? am_p + (am3 ? bh * T * S : 0) + t * S : nullptr;
+        const float* mask_a = am.data ? am.plane(b, h) + t * S : nullptr;
         const float* mask_b = kpm_p ? kpm_p + b * S : nullptr;
         const int64_t limit = masks.causal ? std::min<int64_t>(S, t + 1) : S;
         kt.softmax_masked_f32(scores + t * S, S, d.scale, mask_a, mask_b, limit);
@@ -111,11 +135,11 @@ Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, 
   return out;
 }
 
-void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dlogits, const Tensor& dout, const Tensor& probs,
-                        const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, double dropout_p,
-                        bool training, uint64_t seed) {
+void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* d_attn_mask, const Tensor& dout,
+                        const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                        double dropout_p, bool training, uint64_t seed, std::optional<double> scale) {
   profiler::Scope profile("attention backward", 2.0 * attention_flops(q, k, v, AttentionMasks{}));
-  const AttnDims d = check_qkv(q, k, v, heads);
+  const AttnDims d = check_qkv(q, k, v, heads, scale);
   const int64_t B = d.B, T = d.T, S = d.S, E = d.E, Ev = d.Ev, H = d.H, Dh = d.Dh, Dv = d.Dv;
   check_dtype(dout, "attention dout", DType::f32);
   check_shape(dout, "attention dout", {B, T, Ev});
@@ -127,8 +151,10 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dlogits, con
   Tensor gq = dq ? grad_output(dq, "attention dq", {B, T, E}) : Tensor();
   Tensor gk = dk ? grad_output(dk, "attention dk", {B, S, E}) : Tensor();
   Tensor gv = dv ? grad_output(dv, "attention dv", {B, S, Ev}) : Tensor();
-  Tensor gl = dlogits ? Tensor::empty({B, H, T, S}) : Tensor();
-  if (dlogits) *dlogits = gl;
+  // d_attn_mask: undefined -> receives dlogits itself; defined -> dlogits summed over its broadcast is added to it
+  const bool sum_into_mask = d_attn_mask && d_attn_mask->defined();
+  Tensor gl = d_attn_mask ? Tensor::empty({B, H, T, S}) : Tensor();
+  if (d_attn_mask && !sum_into_mask) *d_attn_mask = gl;
   Tensor go = dout.contiguous(), pc = probs.contiguous();
   if (T == 0 || S == 0) {  // nothing attended: every gradient is zero
     for (Tensor* t : {&gq, &gk, &gv})
@@ -158,6 +184,7 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dlogits, con
       kernels::attention_head_backward_f32(g, a, scratch.data<float>());
     }
   });
+  if (sum_into_mask) add_broadcast_sum(*d_attn_mask, gl, d);
 }
 
 }  // namespace encore::ops

@@ -82,18 +82,23 @@ void embedding_backward(Tensor* dtable, const Tensor& dout, const Tensor& ids, i
 // (masked entries 0; attention_forward's own probs output is overwritten by the dropped-out values when
 // training with dropout). The output is bitwise attention_forward's for the same arguments.
 Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                               const AttentionMasks& masks, double dropout_p, bool training, uint64_t seed);
+                               const AttentionMasks& masks, double dropout_p, bool training, uint64_t seed,
+                               std::optional<double> scale = std::nullopt);
 // Backward of attention_forward / attention_forward_train over all heads. probs is the saved (B, H, T, S)
 // pre-dropout tensor (masks and causality are encoded in it: masked entries have zero probability and get zero
-// gradient; fully masked rows give zero, never NaN); dropout_p/training/seed must be the forward's.
+// gradient; fully masked rows give zero, never NaN); dropout_p/training/seed/scale must be the forward's.
 // dq (B, T, E), dk (B, S, E), dv (B, S, Ev): if *dq is defined it is written in place and may be a strided
 // view (last dim contiguous), e.g. a slice of a packed (B, T, 3E) dQKV buffer; else it is allocated
 // contiguous. The three must not overlap (if k and v are one tensor, sum dk and dv yourself).
-// dlogits, if non-null, receives (B, H, T, S) = ∂L/∂(q·kᵀ·scale + masks): the gradient of an additive float
-// attn_mask or attention bias, per head, before any broadcast is summed.
-void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dlogits, const Tensor& dout, const Tensor& probs,
-                        const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, double dropout_p,
-                        bool training, uint64_t seed);
+// d_attn_mask, if non-null, gets dlogits = ∂L/∂(q·kᵀ·scale + masks) (B, H, T, S), the gradient of an additive
+// attn_mask / attention bias (T5's relative bias, DeBERTa's c2p/p2c terms):
+//  * *d_attn_mask undefined: it receives dlogits itself, per head, before any broadcast is summed;
+//  * *d_attn_mask defined (float32, contiguous, (T, S), (H, T, S), (B·H, T, S) or (B, H, T, S)): dlogits summed
+//    over what that shape broadcasts is ADDED to it (a parameter gradient: a bias shared by several layers sums
+//    their calls). Deterministic, whatever the thread count.
+void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* d_attn_mask, const Tensor& dout,
+                        const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                        double dropout_p, bool training, uint64_t seed, std::optional<double> scale = std::nullopt);
 
 namespace detail {
 // fn(i0, i1) over [0, n) with parallel_for (grain 1), with library GEMMs inside single-threaded whatever the

@@ -3,6 +3,7 @@
 // kernel table. Inputs may be strided views only where stated; outputs are freshly allocated, contiguous.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "encore/tensor.hpp"
@@ -47,18 +48,20 @@ void softmax_forward_(Tensor& x);
 Tensor additive_mask(const Tensor& mask, const char* name);
 
 struct AttentionMasks {
-  Tensor attn_mask;         // additive f32 (T, S) or (B*H, T, S), or undefined
+  Tensor attn_mask;         // additive f32 (T, S), (H, T, S) shared by the batch, or (B*H, T, S); or undefined
   Tensor key_padding_mask;  // additive f32 (B, S), or undefined
   bool causal = false;      // key j > query i is masked (top-left aligned when T != S)
   // Padding-free batch: q, k, v are (1, N, E) holding sequences back to back, sequence b in rows
   // [cu_seqlens[b], cu_seqlens[b+1]); each attends within itself only. attn_mask is then (P, P) or (B*H, P, P)
-  // for a padded length P >= every sequence, and sequence b uses its top-left (len, len) block; no
+  // (or (H, P, P)) for a padded length P >= every sequence, and sequence b uses its top-left (len, len) block; no
   // key_padding_mask. Runs the fused kernel (no weights, no dropout).
   std::vector<int64_t> cu_seqlens;
 };
 
 // Scaled dot-product attention over heads. q (B, T, E), k (B, S, E), v (B, S, Ev) with last dim contiguous
 // and any row strides (views into a packed QKV buffer are fine). Returns (B, T, Ev) with heads concatenated.
+// scale multiplies q·kᵀ before the masks are added, as torch's scaled_dot_product_attention(scale=): unset means
+// 1/√(E/heads); T5 uses 1, DeBERTa 1/√(3·E/heads). It must be finite.
 // probs, if non-null, receives the per-head probabilities (B, H, T, S) after masking - and after dropout in
 // training mode, as torch returns attention weights (training code uses attention_forward_train instead).
 // Without probs and dropout it runs the fused kernel (kernels::AttentionBlock: no T x S buffer), unless the
@@ -68,10 +71,23 @@ struct AttentionMasks {
 int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads);
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
-                         uint64_t seed);
+                         uint64_t seed, std::optional<double> scale = std::nullopt);
 // FLOPs of attention for the profiler: QKᵀ and PV, 2 per multiply-add, over every (query, key) pair (per sequence
 // of a padding-free batch); 0 for shapes attention refuses.
 double attention_flops(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks);
+
+namespace detail {
+// The scale attention applies: *scale (checked finite) or 1/√head_dim.
+float attention_scale(std::optional<double> scale, int64_t head_dim);
+// Where attn_mask's plane for (sequence b, head h) starts: data + b·per_batch + h·per_head, rows S floats apart.
+// Checks the mask is float32, contiguous and (T, S), (H, T, S) or (B·H, T, S); an undefined mask gives data null.
+struct AttnMaskPlanes {
+  const float* data = nullptr;
+  int64_t per_batch = 0, per_head = 0;
+  const float* plane(int64_t b, int64_t h) const { return data + b * per_batch + h * per_head; }
+};
+AttnMaskPlanes attn_mask_planes(const Tensor& attn_mask, int64_t B, int64_t H, int64_t T, int64_t S);
+}  // namespace detail
 
 // Rotary position embedding (kernels::KernelTable::rotary_f32, Hugging Face's rotate_half convention).
 // x (..., T, H, D) float32; cos, sin (T, R/2) shared by every leading index, or (..., T, R/2) with x's leading

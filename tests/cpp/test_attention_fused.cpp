@@ -24,6 +24,7 @@ struct Case {
   bool causal;
   int64_t q_start;
   bool bias, key_mask, all_masked_query;
+  float scale = 0.f;  // 0: 1/sqrt(D); else as set (T5 scores unscaled: 1)
 };
 
 const Case kCases[] = {
@@ -38,6 +39,8 @@ const Case kCases[] = {
     {5, 3, 48, true, 0, false, false, false},      // causal with T > S: queries past the keys see all keys
     {20, 260, 80, false, 0, false, true, true},    // d_head 80 (vector + tail), fully masked query row
     {3, 1, 16, false, 0, true, false, false},      // one key
+    {33, 140, 16, false, 0, true, true, false, 1.f},  // scale 1 (T5): unscaled, sharper scores, bias + mask
+    {9, 70, 12, true, 0, true, false, false, 0.2357f},  // scale 1/sqrt(3·d) (DeBERTa), head-dim tail, causal
 };
 
 }  // namespace
@@ -66,7 +69,7 @@ TEST(AttentionFused, MatchesRefOnEveryIsa) {
     a.T = c.T;
     a.S = c.S;
     a.Dk = a.Dv = c.D;
-    a.scale = 1.f / std::sqrt(static_cast<float>(c.D));
+    a.scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(c.D));
     a.bias = c.bias || c.all_masked_query ? bias.data() : nullptr;
     a.ld_bias = c.S + 3;
     a.key_mask = c.key_mask ? key_mask.data() : nullptr;

@@ -260,7 +260,8 @@ TEST(BackwardOps, EmbeddingScatterAddsInTokenOrder) {
 
 // ---------------------------------------------------------------- attention
 
-enum class OpMask { none, attn2d, attn3d, key_padding, causal, fully_masked_batch };
+// attn2d (T, S), attn_heads (H, T, S) shared by the batch, attn3d (B*H, T, S)
+enum class OpMask { none, attn2d, attn_heads, attn3d, key_padding, causal, fully_masked_batch };
 struct AttnOpCase {
   const char* name;
   int64_t B, T, S, E, Ev, H;
@@ -268,19 +269,25 @@ struct AttnOpCase {
   double dropout;
   bool packed;  // q, k, v (and dq, dk, dv) are strided views of one (B, T, 3E) buffer (needs T == S, E == Ev)
   double tol;
+  double scale;  // attention's scale=; 0 = unset (1/sqrt(head dim))
 };
 const AttnOpCase kAttnCases[] = {
-    {"plain", 2, 3, 4, 4, 6, 2, OpMask::none, 0.0, false, 1e-5},
-    {"packed self-attention views", 2, 4, 4, 6, 6, 3, OpMask::none, 0.0, true, 1e-5},
-    {"additive (T,S) mask with -inf", 2, 3, 5, 4, 4, 2, OpMask::attn2d, 0.0, false, 1e-5},
-    {"additive (B*H,T,S) mask with -inf", 2, 4, 3, 4, 2, 2, OpMask::attn3d, 0.0, false, 1e-5},
-    {"key padding", 2, 4, 4, 4, 4, 2, OpMask::key_padding, 0.0, true, 1e-5},
-    {"causal", 2, 5, 5, 6, 6, 2, OpMask::causal, 0.0, true, 1e-5},
-    {"causal, T < S", 1, 3, 5, 4, 4, 1, OpMask::causal, 0.0, false, 1e-5},
-    {"causal, T > S", 2, 5, 3, 4, 4, 2, OpMask::causal, 0.0, false, 1e-5},
-    {"fully masked batch", 2, 3, 3, 4, 4, 2, OpMask::fully_masked_batch, 0.0, true, 1e-5},
-    {"dropout 0.3, key padding", 2, 3, 4, 4, 4, 2, OpMask::key_padding, 0.3, false, 1e-5},
-    {"dropout 0.5, causal, packed", 2, 4, 4, 4, 4, 2, OpMask::causal, 0.5, true, 1e-5},
+    {"plain", 2, 3, 4, 4, 6, 2, OpMask::none, 0.0, false, 1e-5, 0},
+    {"packed self-attention views", 2, 4, 4, 6, 6, 3, OpMask::none, 0.0, true, 1e-5, 0},
+    {"additive (T,S) mask with -inf", 2, 3, 5, 4, 4, 2, OpMask::attn2d, 0.0, false, 1e-5, 0},
+    {"additive (H,T,S) mask with -inf", 2, 3, 4, 6, 4, 2, OpMask::attn_heads, 0.0, false, 1e-5, 0},
+    {"additive (B*H,T,S) mask with -inf", 2, 4, 3, 4, 2, 2, OpMask::attn3d, 0.0, false, 1e-5, 0},
+    {"key padding", 2, 4, 4, 4, 4, 2, OpMask::key_padding, 0.0, true, 1e-5, 0},
+    {"causal", 2, 5, 5, 6, 6, 2, OpMask::causal, 0.0, true, 1e-5, 0},
+    {"causal, T < S", 1, 3, 5, 4, 4, 1, OpMask::causal, 0.0, false, 1e-5, 0},
+    {"causal, T > S", 2, 5, 3, 4, 4, 2, OpMask::causal, 0.0, false, 1e-5, 0},
+    {"fully masked batch", 2, 3, 3, 4, 4, 2, OpMask::fully_masked_batch, 0.0, true, 1e-5, 0},
+    {"dropout 0.3, key padding", 2, 3, 4, 4, 4, 2, OpMask::key_padding, 0.3, false, 1e-5, 0},
+    {"dropout 0.5, causal, packed", 2, 4, 4, 4, 4, 2, OpMask::causal, 0.5, true, 1e-5, 0},
+    // scale= (T5: 1; DeBERTa: 1/sqrt(3·head dim)), with the masks whose gradients those families train
+    {"scale 1 (T5), (H,T,S) bias, packed", 2, 4, 4, 4, 4, 2, OpMask::attn_heads, 0.0, true, 1e-5, 1.0},
+    {"scale 1/sqrt(3d) (DeBERTa), (B*H,T,S) bias", 2, 3, 4, 6, 9, 3, OpMask::attn3d, 0.0, false, 1e-5, 0.40824829},
+    {"scale 0.7, causal, dropout 0.3", 2, 4, 4, 4, 4, 2, OpMask::causal, 0.3, true, 1e-5, 0.7},
 };
 
 namespace {
@@ -294,6 +301,12 @@ struct AttnProblem {
   std::vector<float> mask_values;  // the float attn_mask (2-D or 3-D), if any
   DVec kpm;                        // additive key padding (B, S), if any
 
+  std::optional<double> scale() const { return c.scale > 0 ? std::optional<double>(c.scale) : std::nullopt; }
+  double scale_value() const { return c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(Dh)); }
+  int64_t mask_planes() const {
+    return c.mask == OpMask::attn3d ? c.B * c.H : c.mask == OpMask::attn_heads ? c.H : 1;
+  }
+
   explicit AttnProblem(const AttnOpCase& ac) : c(ac), Dh(ac.E / ac.H), Dv(ac.Ev / ac.H) {
     if (c.packed) {
       qkv = tensor({c.B, c.T, 3 * c.E}, randn(c.B * c.T * 3 * c.E, 271, 1.2f));
@@ -303,8 +316,8 @@ struct AttnProblem {
       k = tensor({c.B, c.S, c.E}, randn(c.B * c.S * c.E, 273, 1.2f));
       v = tensor({c.B, c.S, c.Ev}, randn(c.B * c.S * c.Ev, 274));
     }
-    if (c.mask == OpMask::attn2d || c.mask == OpMask::attn3d) {
-      const int64_t planes = c.mask == OpMask::attn3d ? c.B * c.H : 1;
+    if (c.mask == OpMask::attn2d || c.mask == OpMask::attn3d || c.mask == OpMask::attn_heads) {
+      const int64_t planes = mask_planes();
       mask_values = randn(planes * c.T * c.S, 275);
       for (int64_t i = 0; i < planes * c.T * c.S; ++i) {
         const int64_t t = (i / c.S) % c.T, j = i % c.S;
@@ -345,7 +358,8 @@ struct AttnProblem {
         if (!md.empty() || !kpm.empty()) {
           mh.assign(T * S, 0.0);
           for (int64_t i = 0; i < T * S; ++i) {
-            if (!md.empty()) mh[i] += md[(c.mask == OpMask::attn3d ? bh * T * S : 0) + i];
+            if (!md.empty())
+              mh[i] += md[(c.mask == OpMask::attn3d ? bh : c.mask == OpMask::attn_heads ? h : 0) * T * S + i];
             if (!kpm.empty()) mh[i] += kpm[b * S + i % S];
           }
         }
@@ -356,7 +370,7 @@ struct AttnProblem {
           kernels::dropout_f32(tmp.data(), keep.data(), ones.data(), T * S, static_cast<float>(c.dropout), seed,
                                static_cast<uint64_t>(bh * T * S));
         }
-        DVec oh = bwdtest::attention_head(qh, kh, vh, mh, masks.causal, keep, ds, T, S, Dh, Dv, 1.0 / std::sqrt(double(Dh)));
+        DVec oh = bwdtest::attention_head(qh, kh, vh, mh, masks.causal, keep, ds, T, S, Dh, Dv, scale_value());
         for (int64_t t = 0; t < T; ++t)
           for (int64_t d = 0; d < Dv; ++d) out[(b * T + t) * Ev + h * Dv + d] = oh[t * Dv + d];
       }
@@ -372,15 +386,18 @@ TEST(BackwardOps, AttentionMatchesFiniteDifferences) {
     const AttnProblem pb(c);
     const bool training = c.dropout > 0;
     Tensor probs;
-    Tensor out = ops::attention_forward_train(&probs, pb.q, pb.k, pb.v, c.H, pb.masks, c.dropout, training, pb.seed);
+    Tensor out = ops::attention_forward_train(&probs, pb.q, pb.k, pb.v, c.H, pb.masks, c.dropout, training, pb.seed,
+                                              pb.scale());
     // The training forward's output is bitwise the unfused attention_forward's (asking for the weights selects
     // it); the fused inference kernel (no weights, no dropout) sums in another order: within 1e-6.
     Tensor ref_probs;
-    Tensor ref = ops::attention_forward(pb.q, pb.k, pb.v, c.H, pb.masks, &ref_probs, c.dropout, training, pb.seed);
+    Tensor ref =
+        ops::attention_forward(pb.q, pb.k, pb.v, c.H, pb.masks, &ref_probs, c.dropout, training, pb.seed, pb.scale());
     EXPECT_EQ(values(out), values(ref));
     if (!training) {
       EXPECT_EQ(values(probs), values(ref_probs));
-      const Tensor fused = ops::attention_forward(pb.q, pb.k, pb.v, c.H, pb.masks, nullptr, 0.0, false, pb.seed);
+      const Tensor fused =
+          ops::attention_forward(pb.q, pb.k, pb.v, c.H, pb.masks, nullptr, 0.0, false, pb.seed, pb.scale());
       const std::vector<float> a = values(out), b = values(fused);
       ASSERT_EQ(a.size(), b.size());
       for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << "fused attention, element " << i;
@@ -393,7 +410,7 @@ TEST(BackwardOps, AttentionMatchesFiniteDifferences) {
       dq = dqkv.slice(2, 0, c.E), dk = dqkv.slice(2, c.E, 2 * c.E), dv = dqkv.slice(2, 2 * c.E, 3 * c.E);
     }
     ops::attention_backward(&dq, &dk, &dv, &dlogits, tensor({c.B, c.T, c.Ev}, g), probs, pb.q, pb.k, pb.v, c.H,
-                            c.dropout, training, pb.seed);
+                            c.dropout, training, pb.seed, pb.scale());
     if (c.packed) {
       for (float x : values(dqkv)) ASSERT_TRUE(std::isfinite(x)) << "dQKV left unwritten or non-finite";
       EXPECT_EQ(dq.raw_data(), dqkv.raw_data());  // written in place, not reallocated
@@ -414,6 +431,14 @@ TEST(BackwardOps, AttentionMatchesFiniteDifferences) {
       std::vector<float> dmask(md.size(), 0.f);
       for (size_t i = 0; i < dl.size(); ++i) dmask[i % md.size()] += dl[i];
       EXPECT_LE(rel_err(dmask, fm), c.tol) << "dmask";
+      // A defined d_attn_mask of the mask's shape receives that sum, added to what it held (a bias shared by
+      // several layers accumulates): start from 1.5 everywhere.
+      Tensor summed = Tensor::full(pb.masks.attn_mask.shape(), 1.5f);
+      ops::attention_backward(nullptr, nullptr, nullptr, &summed, tensor({c.B, c.T, c.Ev}, g), probs, pb.q, pb.k,
+                              pb.v, c.H, c.dropout, training, pb.seed, pb.scale());
+      std::vector<float> minus(values(summed));
+      for (auto& x : minus) x -= 1.5f;
+      EXPECT_LE(rel_err(minus, fm), c.tol) << "d_attn_mask summed over its broadcast";
     }
     if (c.mask == OpMask::fully_masked_batch) {  // batch 1 attends to nothing: zero gradients, never NaN
       for (Tensor* t : {&dq, &dk, &dv})
@@ -592,6 +617,20 @@ TEST(BackwardOps, ShapeErrorsNameTheArgument) {
     ops::attention_backward(&strided, &dk, &dv, nullptr, Tensor::zeros({1, 3, 4}), Tensor::zeros({1, 2, 3, 5}), q, kv,
                             kv, 2, 0.0, false, 0);
   }, "attention dq");
+  expect_error_naming([&] {
+    Tensor probs, kv3 = Tensor::zeros({1, 3, 4});
+    ops::attention_forward_train(&probs, q, kv3, kv3, 2, {}, 0.0, false, 0);
+    Tensor dmask = Tensor::zeros({3, 3, 3});  // neither (T, S), (H, T, S) nor (B*H, T, S)
+    ops::attention_backward(&dq, &dk, &dv, &dmask, Tensor::zeros({1, 3, 4}), probs, q, kv3, kv3, 2, 0.0, false, 0);
+  }, "attention d_attn_mask");
+  expect_error_naming([&] {
+    ops::AttentionMasks m;
+    m.attn_mask = Tensor::zeros({3, 3, 5});  // 3 planes for 2 heads, batch 1
+    ops::attention_forward(q, kv, kv, 2, m, nullptr, 0.0, false, 0);
+  }, "attn_mask must be");
+  expect_error_naming([&] {
+    ops::attention_forward(q, kv, kv, 2, {}, nullptr, 0.0, false, 0, std::numeric_limits<double>::quiet_NaN());
+  }, "scale must be finite");
 
   Tensor ids = Tensor::zeros({2}, DType::i64), dt = Tensor::zeros({3, 4});
   ids.data<int64_t>()[1] = 7;
