@@ -45,7 +45,9 @@ struct ModelOutput {
 };
 
 struct ModelInfo {
-  std::string model_type, architecture, hidden_act, head, dtype = "float32";  // head: "", "sequence_classification", "token_classification"
+  // head: "", "sequence_classification", "token_classification", "question_answering" (logits (B, T, 2): start and
+  // end logits per token), "masked_lm"
+  std::string model_type, architecture, hidden_act, head, dtype = "float32";
   std::string stored_dtype = "float32";  // the checkpoint's weights: "int8" for an `encore quantize` directory
                                          // (its encoder Linear weights; the rest stays float32)
   int64_t hidden_size = 0, num_layers = 0, num_heads = 0, intermediate_size = 0, vocab_size = 0;

@@ -36,6 +36,8 @@ std::unique_ptr<EncoderModel> load_distilbert(const HfConfig& cfg, const io::Wei
   m->sequence_head_layout = head_layout(ClassificationHead::Input::first_token, "pre_classifier", "classifier",
                                         kernels::Act::relu, 0.0, cfg.get_double("seq_classif_dropout", 0.2));
   m->sequence_head_layout.input_dropout_site = false;
+  m->qa_head_layout.dropout_in = cfg.get_double("qa_dropout", 0.1);  // DistilBertForQuestionAnswering's dropout
+  m->qa_head_layout.input_dropout_site = true;
   m->masked_lm_layout = make_masked_lm_layout("vocab_transform", "vocab_layer_norm", "vocab_projector",
                                               "vocab_projector.bias",
                                               kernel_activation(cfg.get_string("activation", "gelu"), cfg.source()), 1e-12);

@@ -100,6 +100,11 @@ void StackedEncoder::select_head(const HfConfig& cfg, Weights& root, double toke
   } else if (architecture_ends_with(cfg, "ForTokenClassification") && root.has("classifier.weight")) {
     layout = head_layout(In::every_token, "", "classifier", kernels::Act::none, token_dropout, 0.0);
     info.head = "token_classification";
+  } else if (architecture_ends_with(cfg, "ForQuestionAnswering") && root.has(qa_head_layout.out_name + ".weight")) {
+    info.head = "question_answering";
+    read_question_answering_labels(cfg, info);
+    head = take_head(root, qa_head_layout, info.num_labels, info.hidden_size);
+    return;
   } else {
     // *ForPreTraining checkpoints (BERT's, ALBERT's) hold the masked-LM head too, under the same names
     if (architecture_ends_with(cfg, "ForMaskedLM") || architecture_ends_with(cfg, "ForPreTraining")) {
@@ -154,6 +159,7 @@ HfExport StackedEncoder::export_hf() {
   const bool task = head.has_value();  // a masked-LM head is not exported: the base model is
   out.architecture = hf_class_stem + (info.head == "sequence_classification" ? "ForSequenceClassification"
                                       : info.head == "token_classification" ? "ForTokenClassification"
+                                      : info.head == "question_answering"   ? "ForQuestionAnswering"
                                                                              : "Model");
   std::set<const Tensor*> head_params;
   if (head) {
@@ -251,7 +257,7 @@ void StackedEncoder::set_dropout(double p) {
   for_each_layer([&](nn::TransformerEncoderLayer& l) {
     l.set_dropout({p * m.attention_probs, p * m.attention_output, p * m.ffn_hidden, p * m.ffn_output});
   });
-  for (ClassificationHead* h : {head ? &*head : nullptr, &sequence_head_layout}) {
+  for (ClassificationHead* h : {head ? &*head : nullptr, &sequence_head_layout, &qa_head_layout}) {
     if (!h) continue;
     h->dropout_in = h->input_dropout_site ? p : 0.0;
     h->dropout_hidden = h->dense ? p : 0.0;

@@ -221,10 +221,11 @@ void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info) {
   const std::string& a = info.architecture;
   const bool task_model = a.find("For") != std::string::npos || a.find("LMHead") != std::string::npos;
   if (!task_model || !info.head.empty()) return;
-  for (const char* runs : {"ForSequenceClassification", "ForTokenClassification", "ForMaskedLM", "ForPreTraining"})
+  for (const char* runs : {"ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMaskedLM",
+                           "ForPreTraining"})
     if (a.ends_with(runs)) return;
   warn("'" + model_dir + "' is a " + a + " checkpoint: encore does not run its task head (it runs "
-       "*ForSequenceClassification, *ForTokenClassification and *ForMaskedLM heads); it loads as its base model, "
+       "*ForSequenceClassification, *ForTokenClassification, *ForQuestionAnswering and *ForMaskedLM heads); it loads as its base model, "
        "without logits");
 }
 
@@ -498,6 +499,15 @@ void read_labels(const HfConfig& cfg, ModelInfo& info) {
   }
   info.num_labels = cfg.get_int("num_labels", static_cast<int64_t>(info.id2label.empty() ? 2 : info.id2label.size()),
                                 1, 1 << 20);
+}
+
+void read_question_answering_labels(const HfConfig& cfg, ModelInfo& info) {
+  ModelInfo labels;
+  read_labels(cfg, labels);
+  ENCORE_CHECK_AS(ModelFormatError, labels.num_labels == 2, cfg.source(), ": a question-answering head has 2 outputs "
+                  "(start and end logits); num_labels is ", labels.num_labels);
+  info.num_labels = 2;
+  info.id2label.clear();
 }
 
 }  // namespace encore::models

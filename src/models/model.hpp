@@ -232,6 +232,10 @@ struct ClassificationHead {
   void members(nn::Members& m, const std::string& prefix);
 };
 
+// A head's layout without weights (dense_name empty: no dense layer), e.g. RoBERTa's
+// head_layout(Input::first_token, "classifier.dense", "classifier.out_proj", tanh, p, p).
+ClassificationHead head_layout(ClassificationHead::Input input, const std::string& dense_name,
+                               const std::string& out_name, kernels::Act act, double dropout_in, double dropout_hidden);
 // Masked-LM head (the *ForMaskedLM models' prediction head), over every token:
 //   logits = LayerNorm(act(x·denseᵀ + b))·decoderᵀ + bias      (B, T, H) -> (B, T, vocab)
 // dense maps hidden_size to the width E of the word embeddings (E = hidden_size except ALBERT's and ELECTRA's
@@ -286,6 +290,14 @@ class StackedEncoder : public EncoderModel {
   // What add_sequence_classifier builds (names, input, activation, dropout of the family's
   // *ForSequenceClassification head); its weights are ignored.
   ClassificationHead sequence_head_layout;
+  // *ForQuestionAnswering's head: qa_outputs, Linear(hidden, 2) on every token (start and end logits), no dropout
+  // before it (DistilBERT: dropout(qa_dropout)); select_head reads it when the architecture names it.
+  ClassificationHead qa_head_layout = [] {
+    ClassificationHead h = head_layout(ClassificationHead::Input::every_token, "", "qa_outputs", kernels::Act::none,
+                                       0.0, 0.0);
+    h.input_dropout_site = false;
+    return h;
+  }();
   // transformers' class-name stem ("Bert", "XLMRoberta"), the base model's prefix in task checkpoints ("bert.")
   // and the prefix this checkpoint used ("" or that).
   std::string hf_class_stem, hf_base_prefix, hf_checkpoint_prefix;
@@ -295,7 +307,8 @@ class StackedEncoder : public EncoderModel {
 
   // The head the checkpoint's architecture names, taken from root (the checkpoint's top level) with read_labels:
   // *ForSequenceClassification -> sequence_head_layout, *ForTokenClassification -> dropout(token_dropout) +
-  // "classifier" on every token; none when the architecture has no head or its weights are absent.
+  // "classifier" on every token, *ForQuestionAnswering -> qa_head_layout (logits (B, T, 2): start, end);
+  // *ForMaskedLM / *ForPreTraining -> masked_lm; none when the architecture has no head or its weights are absent.
   void select_head(const HfConfig& cfg, Weights& root, double token_dropout);
   // A new head laid out as sequence_head_layout, initialised as transformers does: normal(0, 0.02) weights, zero
   // biases (the output weights drawn first from mt19937_64(seed), then the dense ones).
@@ -333,10 +346,6 @@ class StackedEncoder : public EncoderModel {
  private:
   struct Saved;
 };
-// A head's layout without weights (dense_name empty: no dense layer), e.g. RoBERTa's
-// head_layout(Input::first_token, "classifier.dense", "classifier.out_proj", tanh, p, p).
-ClassificationHead head_layout(ClassificationHead::Input input, const std::string& dense_name,
-                               const std::string& out_name, kernels::Act act, double dropout_in, double dropout_hidden);
 // The layout with its weights taken from the checkpoint.
 ClassificationHead take_head(Weights& w, const ClassificationHead& layout, int64_t num_labels, int64_t hidden);
 // classifier_dropout when set in config.json, else hidden_dropout_prob (BERT, RoBERTa, ELECTRA).
@@ -345,5 +354,8 @@ double classifier_dropout(const HfConfig& cfg);
 nn::Linear take_linear(Weights& w, const std::string& name, int64_t out, int64_t in);
 // Fills info.head / num_labels / id2label from config.json.
 void read_labels(const HfConfig& cfg, ModelInfo& info);
+// A *ForQuestionAnswering head's outputs: config.json's num_labels (id2label) must be 2, start and end logits, as
+// transformers splits them; info.num_labels = 2, id2label left empty.
+void read_question_answering_labels(const HfConfig& cfg, ModelInfo& info);
 
 }  // namespace encore::models

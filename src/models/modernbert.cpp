@@ -5,7 +5,8 @@
 //                                                       position or token-type embeddings (RoPE in the layers)
 //   layers.N.attn_norm (absent on layer 0: Identity), layers.N.attn.{Wqkv,Wo}, layers.N.mlp_norm, layers.N.mlp.{Wi,Wo}
 //   final_norm
-//   head.{dense,norm}, classifier                        ModernBertFor{Sequence,Token}Classification (base under "model.")
+//   head.{dense,norm}, classifier                        ModernBertFor{Sequence,Token}Classification, ModernBertFor-
+//                                                       QuestionAnswering (2 outputs: start, end) (base under "model.")
 //   head.{dense,norm}, decoder                           ModernBertForMaskedLM (decoder tied to tok_embeddings by default)
 // One layer (pre-norm):
 //   h   = x + Wo(attention(rope(q), rope(k), v)),  [q | k | v] = Wqkv(attn_norm(x)), each (heads, head_dim)
@@ -400,7 +401,7 @@ class ModernBert : public EncoderModel {
   ModernBertEmbeddings embeddings;
   std::vector<ModernBertEncoderLayer> layers;
   nn::LayerNorm final_norm;
-  // ModernBertFor{Sequence,Token}Classification: head then classifier (dropout between, in training)
+  // ModernBertFor{Sequence,Token}Classification, ModernBertForQuestionAnswering: head then classifier (dropout between, in training)
   std::optional<ModernBertPredictionHead> head;
   std::optional<nn::Linear> classifier;
   // ModernBertForMaskedLM: logits = decoder(head(x)) over every token (inference), its weight the token-embedding
@@ -516,7 +517,7 @@ class ModernBert : public EncoderModel {
                             classifier_dropout, true, sv->seed_head);
       const Tensor dfeatures = nn::detail::linear_backward(head->dense, head->norm.backward(dhead), sv->features,
                                                            sv->head_pre, head->act);
-      if (info.head == "token_classification") {
+      if (info.head != "sequence_classification") {  // token classification, question answering: every token
         ops::add_forward_(dlast, dfeatures);
       } else if (config.classifier_pooling == "mean") {
         ops::add_forward_(dlast, pool_tokens_backward(dfeatures, last, sv->mask, classifier_pooling()));
@@ -566,6 +567,7 @@ class ModernBert : public EncoderModel {
     const bool task = !info.head.empty();
     e.architecture = std::string("ModernBert") + (info.head == "sequence_classification" ? "ForSequenceClassification"
                                                   : info.head == "token_classification" ? "ForTokenClassification"
+                                                  : info.head == "question_answering"   ? "ForQuestionAnswering"
                                                   : info.head == "masked_lm"            ? "ForMaskedLM"
                                                                                          : "Model");
     std::vector<nn::ParamRef> base;
@@ -689,6 +691,7 @@ std::unique_ptr<EncoderModel> load_modernbert(const HfConfig& cfg, const io::Wei
   ModelInfo& info = m->info;
   const bool seq = architecture_ends_with(cfg, "ForSequenceClassification");
   const bool tok = architecture_ends_with(cfg, "ForTokenClassification");
+  const bool qa = architecture_ends_with(cfg, "ForQuestionAnswering");
   auto take_head = [&] {
     ModernBertPredictionHead h;
     h.dense = take_linear(root, "head.dense", C, C, c.classifier_bias);
@@ -696,9 +699,12 @@ std::unique_ptr<EncoderModel> load_modernbert(const HfConfig& cfg, const io::Wei
     h.norm = take_norm(root, "head.norm", C, c.norm_eps, c.norm_bias);
     m->head = std::move(h);
   };
-  if ((seq || tok) && root.has("classifier.weight")) {
-    read_labels(cfg, info);
-    info.head = seq ? "sequence_classification" : "token_classification";
+  if ((seq || tok || qa) && root.has("classifier.weight")) {
+    if (qa)  // ModernBertForQuestionAnswering: head, dropout, classifier (2 outputs: start, end) on every token
+      read_question_answering_labels(cfg, info);
+    else
+      read_labels(cfg, info);
+    info.head = seq ? "sequence_classification" : tok ? "token_classification" : "question_answering";
     take_head();
     m->classifier = take_linear(root, "classifier", info.num_labels, C, /*bias=*/true);
   } else if (architecture_ends_with(cfg, "ForMaskedLM") && root.has("head.dense.weight")) {

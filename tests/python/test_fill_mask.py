@@ -6,7 +6,7 @@
 * FillMask vs transformers' pipeline("fill-mask") on a random BERT (MiniLM's WordPiece) and RoBERTa (a byte-level BPE
   trained in the test): token ids and their order identical, token_str and sequence identical, scores within 1e-5
   (probabilities; the test also holds them to 1e-4 relative).
-* A *ForQuestionAnswering / *ForMultipleChoice checkpoint loads as its base model with a warning naming it (a
+* A *ForMultipleChoice checkpoint loads as its base model with a warning naming it (a
   Python UserWarning; "encore: warning:" on the CLI's stderr), and FillMask / TextClassifier refuse it by name.
   A warning, not an error: the encoder underneath is what embedding and feature extraction read. A head encore
   runs whose weights are absent (base weights saved under BertForMaskedLM, as sentence-transformers saves some
@@ -150,7 +150,7 @@ def test_fill_mask_errors(mlm_checkpoints, tmp_path):
     assert res.returncode == 3 and "no mask token" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("cls", ["BertForQuestionAnswering", "BertForMultipleChoice"])
+@pytest.mark.parametrize("cls", ["BertForMultipleChoice"])
 def test_a_head_encore_cannot_run_is_named(cls, tmp_path):
     d = save_model(tmp_path / "m", "bert", getattr(T, cls))
     with pytest.warns(UserWarning, match=f"is a {cls} checkpoint: encore does not run its task head.*base model"):
