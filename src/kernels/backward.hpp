@@ -120,7 +120,8 @@ struct AttentionHeadArgs {
   float dropout_p = 0.f;                // 0: no dropout was applied; else p' = dropout_f32(p, dropout_p, seed, offset)
   uint64_t seed = 0, offset = 0;
 };
-// Gradients of the slice (=). Any pointer may be null (not wanted).
+// Gradients of the slice (=; dk and dv += when accumulate_kv: the query heads of grouped-query attention that share
+// one key/value head add their parts in turn). Any pointer may be null (not wanted).
 //   dv = p'ᵀ·dout ; dp = dropout'(dout·vᵀ) ; dlogits = p·(dp - Σ_j p·dp) ; dq = scale·dlogits·k ; dk = scale·dlogitsᵀ·q
 // dlogits (T, S) contiguous is the gradient w.r.t. the softmax input s·scale + masks, i.e. of any additive mask
 // or attention bias (before its broadcast is summed).
@@ -129,6 +130,7 @@ struct AttentionHeadGrads {
   float* dk = nullptr;  int64_t ld_dk = 0;
   float* dv = nullptr;  int64_t ld_dv = 0;
   float* dlogits = nullptr;
+  bool accumulate_kv = false;
 };
 void attention_head_backward_f32_ref(const AttentionHeadGrads& g, const AttentionHeadArgs& a);
 // The same with kernels().gemm_f32 and backward_kernels().softmax_backward_f32. scratch: 2·T·S floats.

@@ -18,8 +18,9 @@ void attention_head_backward_f32(const AttentionHeadGrads& g, const AttentionHea
     dropout_f32(pd, nullptr, a.probs, TS, a.dropout_p, a.seed, a.offset);
     pv = pd;
   }
+  const float kv_beta = g.accumulate_kv ? 1.f : 0.f;  // dk, dv: = or +=
   // forward: out = p'·v   ->  dv = p'ᵀ·dout ; dp' = dout·vᵀ
-  if (g.dv) kt.gemm_f32(true, false, S, a.Dv, T, 1.f, pv, S, a.dout, a.ld_dout, 0.f, g.dv, g.ld_dv);
+  if (g.dv) kt.gemm_f32(true, false, S, a.Dv, T, 1.f, pv, S, a.dout, a.ld_dout, kv_beta, g.dv, g.ld_dv);
   if (!g.dq && !g.dk && !g.dlogits) return;
   kt.gemm_f32(false, true, T, S, a.Dv, 1.f, a.dout, a.ld_dout, a.v, a.ld_v, 0.f, dl, S);
   // forward: p' = dropout(p)  ->  dp = dp'·keep/(1-p)
@@ -28,7 +29,7 @@ void attention_head_backward_f32(const AttentionHeadGrads& g, const AttentionHea
   bt.softmax_backward_f32(dl, dl, a.probs, T, S, 1.f);
   // forward: s = q·kᵀ, scaled by `scale` inside the softmax  ->  dq = scale·dlogits·k ; dk = scale·dlogitsᵀ·q
   if (g.dq) kt.gemm_f32(false, false, T, a.Dh, S, a.scale, dl, S, a.k, a.ld_k, 0.f, g.dq, g.ld_dq);
-  if (g.dk) kt.gemm_f32(true, false, S, a.Dh, T, a.scale, dl, S, a.q, a.ld_q, 0.f, g.dk, g.ld_dk);
+  if (g.dk) kt.gemm_f32(true, false, S, a.Dh, T, a.scale, dl, S, a.q, a.ld_q, kv_beta, g.dk, g.ld_dk);
 }
 
 }  // namespace encore::kernels

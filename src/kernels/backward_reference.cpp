@@ -208,7 +208,8 @@ void attention_head_backward_f32_ref(const AttentionHeadGrads& g, const Attentio
     for (int64_t d = 0; d < Dv; ++d) {
       double acc = 0.0;
       for (int64_t t = 0; t < T; ++t) acc += Pd(t, s) * dO(t, d);
-      g.dv[s * g.ld_dv + d] = static_cast<float>(acc);
+      float& out = g.dv[s * g.ld_dv + d];
+      out = g.accumulate_kv ? out + static_cast<float>(acc) : static_cast<float>(acc);
     }
   std::vector<double> dl(TS);  // dlogits
   for (int64_t t = 0; t < T; ++t) {
@@ -235,7 +236,8 @@ void attention_head_backward_f32_ref(const AttentionHeadGrads& g, const Attentio
     for (int64_t d = 0; d < Dh; ++d) {
       double acc = 0.0;
       for (int64_t t = 0; t < T; ++t) acc += dl[t * S + s] * a.q[t * a.ld_q + d];
-      g.dk[s * g.ld_dk + d] = static_cast<float>(a.scale * acc);
+      float& out = g.dk[s * g.ld_dk + d];
+      out = g.accumulate_kv ? out + static_cast<float>(a.scale * acc) : static_cast<float>(a.scale * acc);
     }
 }
 

@@ -55,11 +55,13 @@ int64_t fused_chunk(int64_t T, int64_t pairs, int64_t threads) {
 
 // Runs the fused kernel over (sequence, head, query chunk) tasks. Each call transposes its keys once, so chunks
 // are as long as possible: a whole sequence, split into kAttentionQueryTile multiples only when there are too few
-// (sequence, head) pairs to keep every thread busy. Head h of a sequence reads columns [h·Dk, (h+1)·Dk) of q and
-// k and [h·Dv, (h+1)·Dv) of v and out; the bias of (sequence b, head h) is bias.plane(b, h), its rows ld_bias apart.
-Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64_t Dk, int64_t Dv, int64_t ld_q,
-                 int64_t ld_k, int64_t ld_v, int64_t ld_out, float scale, const detail::AttnMaskPlanes& bias,
-                 int64_t ld_bias, bool causal) {
+// (sequence, head) pairs to keep every thread busy. Head h of a sequence reads columns [h·Dk, (h+1)·Dk) of q,
+// [g·Dk, (g+1)·Dk) of k and [g·Dv, (g+1)·Dv) of v with g = h / group (its key/value head; group = 1 without
+// grouped-query attention) and writes [h·Dv, (h+1)·Dv) of out; the bias of (sequence b, head h) is
+// bias.plane(b, h), its rows ld_bias apart.
+Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64_t group, int64_t Dk, int64_t Dv,
+                 int64_t ld_q, int64_t ld_k, int64_t ld_v, int64_t ld_out, float scale,
+                 const detail::AttnMaskPlanes& bias, int64_t ld_bias, bool causal) {
   const int64_t pairs = static_cast<int64_t>(seqs.size()) * H;
   std::vector<int64_t> chunk(seqs.size()), first_task(seqs.size() + 1, 0);  // tasks of b: [first_task[b], ...)
   int64_t longest_chunk = 0;
@@ -79,8 +81,8 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
       const int64_t h = local / chunks, i0 = (local % chunks) * chunk[b];
       kernels::AttentionBlock a;
       a.q = sq.q + i0 * ld_q + h * Dk;
-      a.k = sq.k + h * Dk;
-      a.v = sq.v + h * Dv;
+      a.k = sq.k + (h / group) * Dk;
+      a.v = sq.v + (h / group) * Dv;
       a.out = sq.out + i0 * ld_out + h * Dv;
       a.ld_q = ld_q;
       a.ld_k = ld_k;
@@ -104,14 +106,13 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
   return out;
 }
 
-// Padding-free batch (AttentionMasks::cu_seqlens): q, k, v are (1, N, E).
-Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64_t H, const AttentionMasks& masks,
-                        float scale) {
+// Padding-free batch (AttentionMasks::cu_seqlens): q, k, v are (1, N, E), d their checked shape.
+Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionShape& d,
+                        const AttentionMasks& masks, float scale) {
   const std::vector<int64_t>& cu = masks.cu_seqlens;
-  const int64_t N = q.size(1), E = q.size(2), Ev = v.size(2), B = static_cast<int64_t>(cu.size()) - 1;
-  ENCORE_CHECK(q.size(0) == 1 && k.size(0) == 1 && v.size(0) == 1 && k.size(1) == N && v.size(1) == N,
-               "attention: a padding-free batch needs q, k, v of shape (1, N, E), got ", q.shape_str(), ", ",
-               k.shape_str(), ", ", v.shape_str());
+  const int64_t N = q.size(1), H = d.H, Eo = d.H * d.Dv, B = static_cast<int64_t>(cu.size()) - 1;
+  ENCORE_CHECK(d.B == 1 && d.S == N, "attention: a padding-free batch needs q, k, v of shape (1, N, E), got ",
+               q.shape_str(), ", ", k.shape_str(), ", ", v.shape_str());
   ENCORE_CHECK(B >= 1 && cu.front() == 0 && cu.back() == N, "attention: cu_seqlens must run from 0 to ", N);
   ENCORE_CHECK(!masks.key_padding_mask.defined(), "attention: a padding-free batch takes no key_padding_mask");
   int64_t longest = 0;
@@ -126,19 +127,40 @@ Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, int64
     ENCORE_CHECK(P >= longest, "attention: attn_mask ", am.shape_str(), " is shorter than the longest sequence ",
                  longest);
   }
-  Tensor out = Tensor::empty({1, N, Ev});
+  Tensor out = Tensor::empty({1, N, Eo});
   std::vector<FusedSeq> seqs(B);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t r = cu[b], len = cu[b + 1] - cu[b];
     seqs[b] = {q.data<float>() + r * q.strides()[1], k.data<float>() + r * k.strides()[1],
-               v.data<float>() + r * v.strides()[1], out.data<float>() + r * Ev, len, len, nullptr};
+               v.data<float>() + r * v.strides()[1], out.data<float>() + r * Eo, len, len, nullptr};
   }
   const detail::AttnMaskPlanes planes = detail::attn_mask_planes(am, B, H, P, P);
-  return run_fused(out, seqs, H, E / H, Ev / H, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale, planes, P,
-                   masks.causal);
+  return run_fused(out, seqs, H, d.group(), d.Dh, d.Dv, q.strides()[1], k.strides()[1], v.strides()[1], Eo, scale,
+                   planes, P, masks.causal);
 }
 
 }  // namespace
+
+AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads) {
+  ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),
+               ", ", k.shape_str(), ", ", v.shape_str());
+  AttentionShape d;
+  d.B = q.size(0), d.T = q.size(1), d.S = k.size(1), d.H = heads;
+  const int64_t E = q.size(2), Ek = k.size(2), Ev = v.size(2);
+  ENCORE_CHECK(k.size(0) == d.B && v.size(0) == d.B && v.size(1) == d.S, "attention: q ", q.shape_str(), ", k ",
+               k.shape_str(), ", v ", v.shape_str(), " do not agree");
+  ENCORE_CHECK(heads > 0 && E % heads == 0, "attention: ", heads, " heads do not divide q's dim ", E);
+  d.Dh = E / heads;
+  ENCORE_CHECK(d.Dh > 0 && Ek % d.Dh == 0 && Ek > 0 && heads % (Ek / d.Dh) == 0, "attention: k's dim ", Ek,
+               " is not a number of key/value heads of dim ", d.Dh, " dividing the ", heads, " query heads (q ",
+               q.shape_str(), ", k ", k.shape_str(), ")");
+  d.KV = Ek / d.Dh;
+  ENCORE_CHECK(Ev % d.KV == 0, "attention: v's dim ", Ev, " is not divisible by the ", d.KV, " key/value heads");
+  d.Dv = Ev / d.KV;
+  ENCORE_CHECK(q.strides()[2] == 1 && k.strides()[2] == 1 && v.strides()[2] == 1,
+               "attention: q, k, v need a contiguous last dimension");
+  return d;
+}
 
 namespace detail {
 
@@ -175,8 +197,10 @@ int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64
 }
 
 double attention_flops(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks) {
-  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3) return 0;
-  const double per_pair = 2.0 * static_cast<double>(q.size(2) + v.size(2));
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.size(2) == 0) return 0;
+  // per (query, key) pair: H·Dh multiply-adds for the scores, H·Dv for P·V (H·Dv = v's dim · q's dim / k's dim)
+  const double out_dim = static_cast<double>(v.size(2)) * static_cast<double>(q.size(2)) / static_cast<double>(k.size(2));
+  const double per_pair = 2.0 * (static_cast<double>(q.size(2)) + out_dim);
   if (masks.cu_seqlens.empty())
     return per_pair * static_cast<double>(q.size(0)) * static_cast<double>(q.size(1)) * static_cast<double>(k.size(1));
   double pairs = 0;
@@ -191,25 +215,13 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed, std::optional<double> scale_opt) {
   profiler::Scope profile("attention", attention_flops(q, k, v, masks));
-  ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),
-               ", ", k.shape_str(), ", ", v.shape_str());
+  const AttentionShape d = attention_shape(q, k, v, heads);
   if (!masks.cu_seqlens.empty()) {
     ENCORE_CHECK(!probs && !(training && dropout_p > 0.0),
                  "attention: a padding-free batch (cu_seqlens) returns no weights and applies no dropout");
-    ENCORE_CHECK(q.strides()[2] == 1 && k.strides()[2] == 1 && v.strides()[2] == 1,
-                 "attention: q, k, v need a contiguous last dimension");
-    ENCORE_CHECK(heads > 0 && q.size(2) % heads == 0 && v.size(2) % heads == 0 && k.size(2) == q.size(2), "attention: ",
-                 heads, " heads do not divide the dims ", q.size(2), " and ", v.size(2));
-    return attention_varlen(q, k, v, heads, masks, detail::attention_scale(scale_opt, q.size(2) / heads));
+    return attention_varlen(q, k, v, d, masks, detail::attention_scale(scale_opt, d.Dh));
   }
-  const int64_t B = q.size(0), T = q.size(1), E = q.size(2), S = k.size(1), Ev = v.size(2);
-  ENCORE_CHECK(k.size(0) == B && v.size(0) == B && v.size(1) == S && k.size(2) == E,
-               "attention: q ", q.shape_str(), ", k ", k.shape_str(), ", v ", v.shape_str(), " do not agree");
-  ENCORE_CHECK(heads > 0 && E % heads == 0 && Ev % heads == 0, "attention: ", heads,
-               " heads do not divide the dims ", E, " and ", Ev);
-  ENCORE_CHECK(q.strides()[2] == 1 && k.strides()[2] == 1 && v.strides()[2] == 1,
-               "attention: q, k, v need a contiguous last dimension");
-  const int64_t H = heads, Dh = E / H, Dv = Ev / H;
+  const int64_t B = d.B, T = d.T, S = d.S, H = d.H, Dh = d.Dh, Dv = d.Dv, group = d.group(), Ev = H * Dv;
   const float scale = detail::attention_scale(scale_opt, Dh);
   const detail::AttnMaskPlanes am = detail::attn_mask_planes(masks.attn_mask, B, H, T, S);
   if (masks.key_padding_mask.defined()) check_shape(masks.key_padding_mask, "key_padding_mask", {B, S});
@@ -223,7 +235,7 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
       seqs[b] = {q.data<float>() + b * q.strides()[0], k.data<float>() + b * k.strides()[0],
                  v.data<float>() + b * v.strides()[0], out.data<float>() + b * T * Ev, T, keys, key_mask};
     }
-    return run_fused(out, seqs, H, Dh, Dv, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale, am, S,
+    return run_fused(out, seqs, H, group, Dh, Dv, q.strides()[1], k.strides()[1], v.strides()[1], Ev, scale, am, S,
                      masks.causal);
   }
   if (probs) *probs = Tensor::empty({B, H, T, S});
@@ -241,10 +253,10 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
     // One score buffer per task range (i.e. per thread), unless the caller keeps the probabilities.
     Tensor scratch = probs ? Tensor() : Tensor::empty({T * S});
     for (int64_t bh = p0; bh < p1; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+      const int64_t b = bh / H, h = bh % H, g = h / group;  // g: its key/value head
       float* scores = probs ? probs->data<float>() + bh * T * S : scratch.data<float>();
-      // scores = Q_bh · K_bhᵀ
-      kt.gemm_f32(false, true, T, S, Dh, 1.f, qp + b * qB + h * Dh, qT, kp + b * kB + h * Dh, kT, 0.f, scores, S);
+      // scores = Q_bh · K_bgᵀ
+      kt.gemm_f32(false, true, T, S, Dh, 1.f, qp + b * qB + h * Dh, qT, kp + b * kB + g * Dh, kT, 0.f, scores, S);
       for (int64_t t = 0; t < T; ++t) {
         const float* mask_a = am.data ? am.plane(b, h) + t * S : nullptr;
         const float* mask_b = kpm_p ? kpm_p + b * S : nullptr;
@@ -254,8 +266,8 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
       if (training && dropout_p > 0.0)
         kernels::dropout_f32(scores, nullptr, scores, T * S, static_cast<float>(dropout_p), seed,
                              static_cast<uint64_t>(bh * T * S));
-      // out_bh = P · V_bh
-      kt.gemm_f32(false, false, T, Dv, S, 1.f, scores, S, vp + b * vB + h * Dv, vT, 0.f,
+      // out_bh = P · V_bg
+      kt.gemm_f32(false, false, T, Dv, S, 1.f, scores, S, vp + b * vB + g * Dv, vT, 0.f,
                   out.data<float>() + b * T * Ev + h * Dv, Ev);
     }
   });

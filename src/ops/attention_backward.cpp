@@ -1,7 +1,9 @@
 // Scaled dot-product attention: the training forward (saving the pre-dropout probabilities) and the backward,
 // one (batch, head) slice per task as in attention.cpp:
 //   scores = Q_bh·K_bhᵀ ; P = softmax(scores·scale + masks) ; P' = dropout(P) ; out_bh = P'·V_bh
-// Slices write disjoint parts of dq/dk/dv, so there is no reduction across threads; the per-slice GEMMs run
+// Backward tasks are (batch, key/value head) pairs: the query heads sharing a key/value head (grouped-query
+// attention; one head without it) run in head order within the task, the first writing dk/dv and the others adding
+// to them. Tasks write disjoint parts of dq/dk/dv, so there is no reduction across threads; the per-slice GEMMs run
 // single-threaded (detail::parallel_blocks), so the result does not depend on the thread count.
 #include "encore/profiler.hpp"
 #include <cmath>
@@ -13,26 +15,16 @@ namespace encore::ops {
 
 namespace {
 
-struct AttnDims {
-  int64_t B, T, S, E, Ev, H, Dh, Dv;
-  float scale;
+struct AttnDims : AttentionShape {
+  float scale = 1.f;
 };
 
 AttnDims check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, std::optional<double> scale) {
-  ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),
-               ", ", k.shape_str(), ", ", v.shape_str());
+  AttnDims d;
+  static_cast<AttentionShape&>(d) = attention_shape(q, k, v, heads);
   check_dtype(q, "attention q", DType::f32);
   check_dtype(k, "attention k", DType::f32);
   check_dtype(v, "attention v", DType::f32);
-  AttnDims d{};
-  d.B = q.size(0), d.T = q.size(1), d.E = q.size(2), d.S = k.size(1), d.Ev = v.size(2);
-  ENCORE_CHECK(k.size(0) == d.B && v.size(0) == d.B && v.size(1) == d.S && k.size(2) == d.E, "attention: q ",
-               q.shape_str(), ", k ", k.shape_str(), ", v ", v.shape_str(), " do not agree");
-  ENCORE_CHECK(heads > 0 && d.E % heads == 0 && d.Ev % heads == 0, "attention: ", heads,
-               " heads do not divide the dims ", d.E, " and ", d.Ev);
-  ENCORE_CHECK(q.strides()[2] == 1 && k.strides()[2] == 1 && v.strides()[2] == 1,
-               "attention: q, k, v need a contiguous last dimension");
-  d.H = heads, d.Dh = d.E / heads, d.Dv = d.Ev / heads;
   d.scale = detail::attention_scale(scale, d.Dh);  // exactly attention_forward's
   return d;
 }
@@ -89,7 +81,7 @@ Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, 
   profiler::Scope profile("attention", attention_flops(q, k, v, masks));
   ENCORE_CHECK(probs, "attention_forward_train: probs (the saved probabilities) is required");
   const AttnDims d = check_qkv(q, k, v, heads, scale);
-  const int64_t B = d.B, T = d.T, S = d.S, Ev = d.Ev, H = d.H, Dh = d.Dh, Dv = d.Dv;
+  const int64_t B = d.B, T = d.T, S = d.S, H = d.H, Dh = d.Dh, Dv = d.Dv, group = d.group(), Ev = H * Dv;
   const detail::AttnMaskPlanes am = detail::attn_mask_planes(masks.attn_mask, B, H, T, S);
   if (masks.key_padding_mask.defined()) check_shape(masks.key_padding_mask, "key_padding_mask", {B, S});
   ENCORE_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "attention: dropout must be in [0, 1], got ", dropout_p);
@@ -111,10 +103,10 @@ Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, 
   runtime::parallel_for(0, B * H, 1, [&](int64_t p0, int64_t p1) {
     Tensor scratch = dropped ? Tensor::empty({T * S}) : Tensor();
     for (int64_t bh = p0; bh < p1; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
+      const int64_t b = bh / H, h = bh % H, g = h / group;  // g: its key/value head
       float* scores = probs->data<float>() + bh * T * S;
-      // scores = Q_bh · K_bhᵀ
-      kt.gemm_f32(false, true, T, S, Dh, 1.f, qp + b * qB + h * Dh, qT, kp + b * kB + h * Dh, kT, 0.f, scores, S);
+      // scores = Q_bh · K_bgᵀ
+      kt.gemm_f32(false, true, T, S, Dh, 1.f, qp + b * qB + h * Dh, qT, kp + b * kB + g * Dh, kT, 0.f, scores, S);
       for (int64_t t = 0; t < T; ++t) {
         const float* mask_a = am.data ? am.plane(b, h) + t * S : nullptr;
         const float* mask_b = kpm_p ? kpm_p + b * S : nullptr;
@@ -127,8 +119,8 @@ Tensor attention_forward_train(Tensor* probs, const Tensor& q, const Tensor& k, 
                              static_cast<uint64_t>(bh * T * S));
         pv = scratch.data<float>();
       }
-      // out_bh = P' · V_bh
-      kt.gemm_f32(false, false, T, Dv, S, 1.f, pv, S, vp + b * vB + h * Dv, vT, 0.f,
+      // out_bh = P' · V_bg
+      kt.gemm_f32(false, false, T, Dv, S, 1.f, pv, S, vp + b * vB + g * Dv, vT, 0.f,
                   out.data<float>() + b * T * Ev + h * Dv, Ev);
     }
   });
@@ -140,7 +132,8 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* d_attn_mask,
                         double dropout_p, bool training, uint64_t seed, std::optional<double> scale) {
   profiler::Scope profile("attention backward", 2.0 * attention_flops(q, k, v, AttentionMasks{}));
   const AttnDims d = check_qkv(q, k, v, heads, scale);
-  const int64_t B = d.B, T = d.T, S = d.S, E = d.E, Ev = d.Ev, H = d.H, Dh = d.Dh, Dv = d.Dv;
+  const int64_t B = d.B, T = d.T, S = d.S, H = d.H, KV = d.KV, Dh = d.Dh, Dv = d.Dv, group = d.group();
+  const int64_t E = H * Dh, Ev = H * Dv;
   check_dtype(dout, "attention dout", DType::f32);
   check_shape(dout, "attention dout", {B, T, Ev});
   check_dtype(probs, "attention probs", DType::f32);
@@ -149,8 +142,8 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* d_attn_mask,
   const float drop = training ? static_cast<float>(dropout_p) : 0.f;
 
   Tensor gq = dq ? grad_output(dq, "attention dq", {B, T, E}) : Tensor();
-  Tensor gk = dk ? grad_output(dk, "attention dk", {B, S, E}) : Tensor();
-  Tensor gv = dv ? grad_output(dv, "attention dv", {B, S, Ev}) : Tensor();
+  Tensor gk = dk ? grad_output(dk, "attention dk", {B, S, KV * Dh}) : Tensor();
+  Tensor gv = dv ? grad_output(dv, "attention dv", {B, S, KV * Dv}) : Tensor();
   // d_attn_mask: undefined -> receives dlogits itself; defined -> dlogits summed over its broadcast is added to it
   const bool sum_into_mask = d_attn_mask && d_attn_mask->defined();
   Tensor gl = d_attn_mask ? Tensor::empty({B, H, T, S}) : Tensor();
@@ -163,25 +156,29 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* d_attn_mask,
     return;
   }
 
-  detail::parallel_blocks(B * H, [&](int64_t p0, int64_t p1) {
+  detail::parallel_blocks(B * KV, [&](int64_t p0, int64_t p1) {
     Tensor scratch = Tensor::empty({2 * T * S});
-    for (int64_t bh = p0; bh < p1; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      kernels::AttentionHeadArgs a;
-      a.dout = go.data<float>() + b * T * Ev + h * Dv, a.ld_dout = Ev;
-      a.probs = pc.data<float>() + bh * T * S;
-      a.q = q.data<float>() + b * q.strides()[0] + h * Dh, a.ld_q = q.strides()[1];
-      a.k = k.data<float>() + b * k.strides()[0] + h * Dh, a.ld_k = k.strides()[1];
-      a.v = v.data<float>() + b * v.strides()[0] + h * Dv, a.ld_v = v.strides()[1];
-      a.T = T, a.S = S, a.Dh = Dh, a.Dv = Dv;
-      a.scale = d.scale;
-      a.dropout_p = drop, a.seed = seed, a.offset = static_cast<uint64_t>(bh * T * S);
-      kernels::AttentionHeadGrads g;
-      if (gq.defined()) g.dq = gq.data<float>() + b * gq.strides()[0] + h * Dh, g.ld_dq = gq.strides()[1];
-      if (gk.defined()) g.dk = gk.data<float>() + b * gk.strides()[0] + h * Dh, g.ld_dk = gk.strides()[1];
-      if (gv.defined()) g.dv = gv.data<float>() + b * gv.strides()[0] + h * Dv, g.ld_dv = gv.strides()[1];
-      if (gl.defined()) g.dlogits = gl.data<float>() + bh * T * S;
-      kernels::attention_head_backward_f32(g, a, scratch.data<float>());
+    for (int64_t bg = p0; bg < p1; ++bg) {
+      const int64_t b = bg / KV, g = bg % KV;  // key/value head g serves query heads [g·group, (g+1)·group)
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const int64_t bh = b * H + h;
+        kernels::AttentionHeadArgs a;
+        a.dout = go.data<float>() + b * T * Ev + h * Dv, a.ld_dout = Ev;
+        a.probs = pc.data<float>() + bh * T * S;
+        a.q = q.data<float>() + b * q.strides()[0] + h * Dh, a.ld_q = q.strides()[1];
+        a.k = k.data<float>() + b * k.strides()[0] + g * Dh, a.ld_k = k.strides()[1];
+        a.v = v.data<float>() + b * v.strides()[0] + g * Dv, a.ld_v = v.strides()[1];
+        a.T = T, a.S = S, a.Dh = Dh, a.Dv = Dv;
+        a.scale = d.scale;
+        a.dropout_p = drop, a.seed = seed, a.offset = static_cast<uint64_t>(bh * T * S);
+        kernels::AttentionHeadGrads grads;
+        if (gq.defined()) grads.dq = gq.data<float>() + b * gq.strides()[0] + h * Dh, grads.ld_dq = gq.strides()[1];
+        if (gk.defined()) grads.dk = gk.data<float>() + b * gk.strides()[0] + g * Dh, grads.ld_dk = gk.strides()[1];
+        if (gv.defined()) grads.dv = gv.data<float>() + b * gv.strides()[0] + g * Dv, grads.ld_dv = gv.strides()[1];
+        if (gl.defined()) grads.dlogits = gl.data<float>() + bh * T * S;
+        grads.accumulate_kv = h % group != 0;  // the group's first head writes dk/dv, the others add
+        kernels::attention_head_backward_f32(grads, a, scratch.data<float>());
+      }
     }
   });
   if (sum_into_mask) add_broadcast_sum(*d_attn_mask, gl, d);

@@ -58,8 +58,20 @@ struct AttentionMasks {
   std::vector<int64_t> cu_seqlens;
 };
 
+// The shape of an attention call, checked: q (B, T, H·Dh), k (B, S, KV·Dh), v (B, S, KV·Dv), last dims
+// contiguous, KV dividing H. KV < H is grouped-query attention: query head h reads key/value head h / (H / KV)
+// (what torch's repeat_interleave of K and V along heads, or transformers' repeat_kv, computes, without the
+// copies); KV == H is multi-head attention. The output is (B, T, H·Dv).
+struct AttentionShape {
+  int64_t B = 0, T = 0, S = 0, H = 0, KV = 0, Dh = 0, Dv = 0;
+  int64_t group() const { return H / KV; }  // query heads per key/value head
+};
+AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads);
+
 // Scaled dot-product attention over heads. q (B, T, E), k (B, S, E), v (B, S, Ev) with last dim contiguous
 // and any row strides (views into a packed QKV buffer are fine). Returns (B, T, Ev) with heads concatenated.
+// k and v may hold fewer heads than q (grouped-query attention, see AttentionShape); the output is then
+// (B, T, heads·Dv).
 // scale multiplies q·kᵀ before the masks are added, as torch's scaled_dot_product_attention(scale=): unset means
 // 1/√(E/heads); T5 uses 1, DeBERTa 1/√(3·E/heads). It must be finite.
 // probs, if non-null, receives the per-head probabilities (B, H, T, S) after masking - and after dropout in

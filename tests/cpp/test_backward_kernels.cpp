@@ -645,3 +645,47 @@ TEST(BackwardKernels, AttentionHeadFastMatchesRef) {
       }
     }
 }
+
+// accumulate_kv (grouped-query attention: the query heads sharing a key/value head add their dk, dv in turn):
+// dk, dv become what was there plus this head's gradient, dq and dlogits are still written; fast and ref alike.
+// Tolerance 1e-5 scaled, as AttentionHeadFastMatchesRef.
+TEST(BackwardKernels, AttentionHeadAccumulatesKeyValueGradients) {
+  for (const HeadCase& c : kHeadCases) {
+    const HeadProblem pb(c);
+    HeadResult fresh(pb, 1);
+    attention_head_backward_f32_ref(fresh.grads(true), pb.args());
+    std::vector<float> scratch(2 * c.T * c.S, kNaN);
+    for (bool fast : {false, true}) {
+      HeadResult acc(pb, 1);
+      const std::vector<float> dk0 = randn(acc.dk.size(), 141), dv0 = randn(acc.dv.size(), 142);
+      acc.dk = dk0, acc.dv = dv0;  // (padding columns included: they must stay as they were)
+      AttentionHeadGrads g = acc.grads(true);
+      g.accumulate_kv = true;
+      if (fast)
+        attention_head_backward_f32(g, pb.args(), scratch.data());
+      else
+        attention_head_backward_f32_ref(g, pb.args());
+      const std::string where = std::string(c.name) + (fast ? " (fast)" : " (ref)");
+      auto sum_of = [](const std::vector<float>& a, const std::vector<float>& b, int64_t rows, int64_t cols,
+                       int64_t ld) {
+        std::vector<float> x;
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j) x.push_back(a[i * ld + j] + b[i * ld + j]);
+        return x;
+      };
+      auto dense_of = [](const std::vector<float>& a, int64_t rows, int64_t cols, int64_t ld) {
+        std::vector<float> x;
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j) x.push_back(a[i * ld + j]);
+        return x;
+      };
+      EXPECT_LE(max_scaled_err(dense_of(acc.dk, c.S, c.Dh, acc.lk), sum_of(dk0, fresh.dk, c.S, c.Dh, fresh.lk)), 1e-5)
+          << where << " dk";
+      EXPECT_LE(max_scaled_err(dense_of(acc.dv, c.S, c.Dv, acc.lv), sum_of(dv0, fresh.dv, c.S, c.Dv, fresh.lv)), 1e-5)
+          << where << " dv";
+      EXPECT_LE(max_scaled_err(dense_of(acc.dq, c.T, c.Dh, acc.lq), dense_of(fresh.dq, c.T, c.Dh, fresh.lq)), 1e-5)
+          << where << " dq is written, not accumulated";
+      for (int64_t s = 0; s < c.S; ++s) EXPECT_EQ(acc.dk[s * acc.lk + c.Dh], dk0[s * acc.lk + c.Dh]) << where;
+    }
+  }
+}

@@ -267,9 +267,10 @@ struct AttnOpCase {
   int64_t B, T, S, E, Ev, H;
   OpMask mask;
   double dropout;
-  bool packed;  // q, k, v (and dq, dk, dv) are strided views of one (B, T, 3E) buffer (needs T == S, E == Ev)
+  bool packed;  // q, k, v (and dq, dk, dv) are strided views of one (B, T, E + Ek + Ev) buffer (needs T == S)
   double tol;
-  double scale;  // attention's scale=; 0 = unset (1/sqrt(head dim))
+  double scale;    // attention's scale=; 0 = unset (1/sqrt(head dim))
+  int64_t KV = 0;  // key/value heads (grouped-query attention when < H; 0: H). k is (B, S, KV·E/H), v (B, S, Ev)
 };
 const AttnOpCase kAttnCases[] = {
     {"plain", 2, 3, 4, 4, 6, 2, OpMask::none, 0.0, false, 1e-5, 0},
@@ -288,13 +289,22 @@ const AttnOpCase kAttnCases[] = {
     {"scale 1 (T5), (H,T,S) bias, packed", 2, 4, 4, 4, 4, 2, OpMask::attn_heads, 0.0, true, 1e-5, 1.0},
     {"scale 1/sqrt(3d) (DeBERTa), (B*H,T,S) bias", 2, 3, 4, 6, 9, 3, OpMask::attn3d, 0.0, false, 1e-5, 0.40824829},
     {"scale 0.7, causal, dropout 0.3", 2, 4, 4, 4, 4, 2, OpMask::causal, 0.3, true, 1e-5, 0.7},
+    // grouped-query attention: query head h reads key/value head h / (H / KV); dk, dv sum over the group
+    {"GQA 4 heads / 2 kv heads", 2, 3, 4, 8, 6, 4, OpMask::none, 0.0, false, 1e-5, 0, 2},
+    {"GQA 6 heads / 2 kv heads, packed, causal", 2, 5, 5, 12, 4, 6, OpMask::causal, 0.0, true, 1e-5, 0, 2},
+    {"GQA 4 heads / 1 kv head (multi-query), key padding", 2, 4, 4, 8, 2, 4, OpMask::key_padding, 0.0, false, 1e-5, 0,
+     1},
+    {"GQA 4 heads / 2 kv heads, (B*H,T,S) mask, dropout 0.3", 2, 3, 5, 8, 4, 4, OpMask::attn3d, 0.3, false, 1e-5, 0,
+     2},
+    {"GQA 4 heads / 2 kv heads, (H,T,S) bias, scale 1", 2, 3, 4, 8, 4, 4, OpMask::attn_heads, 0.0, false, 1e-5, 1.0,
+     2},
 };
 
 namespace {
 
 struct AttnProblem {
   const AttnOpCase& c;
-  int64_t Dh, Dv;
+  int64_t KV, group, Dh, Dv, Ek, Eo;  // Ek = k's width, Eo = H·Dv the output's
   uint64_t seed = 4242;
   Tensor qkv, q, k, v;  // q/k/v: views of qkv when packed
   ops::AttentionMasks masks;
@@ -307,13 +317,16 @@ struct AttnProblem {
     return c.mask == OpMask::attn3d ? c.B * c.H : c.mask == OpMask::attn_heads ? c.H : 1;
   }
 
-  explicit AttnProblem(const AttnOpCase& ac) : c(ac), Dh(ac.E / ac.H), Dv(ac.Ev / ac.H) {
+  explicit AttnProblem(const AttnOpCase& ac)
+      : c(ac), KV(ac.KV ? ac.KV : ac.H), group(ac.H / KV), Dh(ac.E / ac.H), Dv(ac.Ev / KV), Ek(KV * Dh),
+        Eo(ac.H * Dv) {
     if (c.packed) {
-      qkv = tensor({c.B, c.T, 3 * c.E}, randn(c.B * c.T * 3 * c.E, 271, 1.2f));
-      q = qkv.slice(2, 0, c.E), k = qkv.slice(2, c.E, 2 * c.E), v = qkv.slice(2, 2 * c.E, 3 * c.E);
+      const int64_t W = c.E + Ek + c.Ev;
+      qkv = tensor({c.B, c.T, W}, randn(c.B * c.T * W, 271, 1.2f));
+      q = qkv.slice(2, 0, c.E), k = qkv.slice(2, c.E, c.E + Ek), v = qkv.slice(2, c.E + Ek, W);
     } else {
       q = tensor({c.B, c.T, c.E}, randn(c.B * c.T * c.E, 272, 1.2f));
-      k = tensor({c.B, c.S, c.E}, randn(c.B * c.S * c.E, 273, 1.2f));
+      k = tensor({c.B, c.S, Ek}, randn(c.B * c.S * Ek, 273, 1.2f));
       v = tensor({c.B, c.S, c.Ev}, randn(c.B * c.S * c.Ev, 274));
     }
     if (c.mask == OpMask::attn2d || c.mask == OpMask::attn3d || c.mask == OpMask::attn_heads) {
@@ -340,10 +353,11 @@ struct AttnProblem {
   // (B, L, D) view -> dense doubles
   static DVec dense(const Tensor& t) { return dvalues(t); }
 
-  // out (B, T, Ev) in double: each (b, h) through bwdtest::attention_head with the masks summed.
+  // out (B, T, Eo) in double: each (b, h) through bwdtest::attention_head with the masks summed, head h reading
+  // key/value head h / group (K and V repeated per group, as torch's repeat_interleave / transformers' repeat_kv).
   DVec forward(const DVec& qd, const DVec& kd, const DVec& vd, const DVec& md) const {
     const int64_t T = c.T, S = c.S, E = c.E, Ev = c.Ev;
-    DVec out(c.B * T * Ev);
+    DVec out(c.B * T * Eo);
     const double ds = c.dropout > 0 ? double(1.f / (1.f - static_cast<float>(c.dropout))) : 1.0;
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t h = 0; h < c.H; ++h) {
@@ -352,8 +366,8 @@ struct AttnProblem {
         for (int64_t t = 0; t < T; ++t)
           for (int64_t d = 0; d < Dh; ++d) qh[t * Dh + d] = qd[(b * T + t) * E + h * Dh + d];
         for (int64_t s = 0; s < S; ++s) {
-          for (int64_t d = 0; d < Dh; ++d) kh[s * Dh + d] = kd[(b * S + s) * E + h * Dh + d];
-          for (int64_t d = 0; d < Dv; ++d) vh[s * Dv + d] = vd[(b * S + s) * Ev + h * Dv + d];
+          for (int64_t d = 0; d < Dh; ++d) kh[s * Dh + d] = kd[(b * S + s) * Ek + (h / group) * Dh + d];
+          for (int64_t d = 0; d < Dv; ++d) vh[s * Dv + d] = vd[(b * S + s) * Ev + (h / group) * Dv + d];
         }
         if (!md.empty() || !kpm.empty()) {
           mh.assign(T * S, 0.0);
@@ -372,7 +386,7 @@ struct AttnProblem {
         }
         DVec oh = bwdtest::attention_head(qh, kh, vh, mh, masks.causal, keep, ds, T, S, Dh, Dv, scale_value());
         for (int64_t t = 0; t < T; ++t)
-          for (int64_t d = 0; d < Dv; ++d) out[(b * T + t) * Ev + h * Dv + d] = oh[t * Dv + d];
+          for (int64_t d = 0; d < Dv; ++d) out[(b * T + t) * Eo + h * Dv + d] = oh[t * Dv + d];
       }
     return out;
   }
@@ -394,6 +408,10 @@ TEST(BackwardOps, AttentionMatchesFiniteDifferences) {
     Tensor ref =
         ops::attention_forward(pb.q, pb.k, pb.v, c.H, pb.masks, &ref_probs, c.dropout, training, pb.seed, pb.scale());
     EXPECT_EQ(values(out), values(ref));
+    EXPECT_LE(rel_err(values(out), pb.forward(AttnProblem::dense(pb.q), AttnProblem::dense(pb.k),
+                                              AttnProblem::dense(pb.v), to_double(pb.mask_values))),
+              c.tol)
+        << "out vs the double reference";
     if (!training) {
       EXPECT_EQ(values(probs), values(ref_probs));
       const Tensor fused =
@@ -403,13 +421,14 @@ TEST(BackwardOps, AttentionMatchesFiniteDifferences) {
       for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << "fused attention, element " << i;
     }
 
-    auto g = randn(c.B * c.T * c.Ev, 281);
+    auto g = randn(c.B * c.T * pb.Eo, 281);
     Tensor dqkv, dq, dk, dv, dlogits;
     if (c.packed) {  // gradients written into views of one NaN-filled buffer: every element must be written
-      dqkv = Tensor::full({c.B, c.T, 3 * c.E}, kNaN);
-      dq = dqkv.slice(2, 0, c.E), dk = dqkv.slice(2, c.E, 2 * c.E), dv = dqkv.slice(2, 2 * c.E, 3 * c.E);
+      const int64_t W = c.E + pb.Ek + c.Ev;
+      dqkv = Tensor::full({c.B, c.T, W}, kNaN);
+      dq = dqkv.slice(2, 0, c.E), dk = dqkv.slice(2, c.E, c.E + pb.Ek), dv = dqkv.slice(2, c.E + pb.Ek, W);
     }
-    ops::attention_backward(&dq, &dk, &dv, &dlogits, tensor({c.B, c.T, c.Ev}, g), probs, pb.q, pb.k, pb.v, c.H,
+    ops::attention_backward(&dq, &dk, &dv, &dlogits, tensor({c.B, c.T, pb.Eo}, g), probs, pb.q, pb.k, pb.v, c.H,
                             c.dropout, training, pb.seed, pb.scale());
     if (c.packed) {
       for (float x : values(dqkv)) ASSERT_TRUE(std::isfinite(x)) << "dQKV left unwritten or non-finite";
@@ -434,7 +453,7 @@ TEST(BackwardOps, AttentionMatchesFiniteDifferences) {
       // A defined d_attn_mask of the mask's shape receives that sum, added to what it held (a bias shared by
       // several layers accumulates): start from 1.5 everywhere.
       Tensor summed = Tensor::full(pb.masks.attn_mask.shape(), 1.5f);
-      ops::attention_backward(nullptr, nullptr, nullptr, &summed, tensor({c.B, c.T, c.Ev}, g), probs, pb.q, pb.k,
+      ops::attention_backward(nullptr, nullptr, nullptr, &summed, tensor({c.B, c.T, pb.Eo}, g), probs, pb.q, pb.k,
                               pb.v, c.H, c.dropout, training, pb.seed, pb.scale());
       std::vector<float> minus(values(summed));
       for (auto& x : minus) x -= 1.5f;
