@@ -28,6 +28,27 @@ std::string indent(const std::string& s) {
 
 bool is_index(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
 
+std::string shape_repr(const Shape& s) {  // Python's tuple repr: (24,), (2, 3)
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += std::to_string(s[i]) + (s.size() == 1 ? "," : i + 1 < s.size() ? ", " : "");
+  return out + ")";
+}
+
+std::string layer_norm_extra(const Shape& shape, double eps, const Tensor& weight, const Tensor& bias) {
+  return shape_repr(shape) + ", eps=" + fmt(eps) + ", elementwise_affine=" + py_bool(weight.defined()) +
+         ", bias=" + py_bool(bias.defined());
+}
+
+std::string rms_norm_extra(const Shape& shape, double eps, const Tensor& weight) {
+  return shape_repr(shape) + ", eps=" + fmt(eps) + ", elementwise_affine=" + py_bool(weight.defined());
+}
+
+// A layer's norm (nn::Norm, not a Python class) shows as the torch module it is: LayerNorm(...) or RMSNorm(...).
+std::string norm_child_repr(const nn::Norm& n) {
+  return n.kind == nn::NormKind::rms_norm ? "RMSNorm(" + rms_norm_extra(n.normalized_shape, n.eps, n.weight) + ")"
+                                          : "LayerNorm(" + layer_norm_extra(n.normalized_shape, n.eps, n.weight, n.bias) + ")";
+}
+
 std::string module_repr(const py::object& self) {
   nn::Module& m = self.cast<nn::Module&>();
   const std::string type = py::str(py::type::of(self).attr("__name__")).cast<std::string>();
@@ -35,7 +56,10 @@ std::string module_repr(const py::object& self) {
   std::vector<std::pair<std::string, std::string>> children;  // (name, repr)
   m.for_each_child([&](nn::Module& child, const std::string& name) {
     const std::string leaf = name.substr(name.rfind('.') + 1);
-    children.emplace_back(leaf, py::repr(py::cast(&child, py::return_value_policy::reference)).cast<std::string>());
+    if (const auto* norm = dynamic_cast<const nn::Norm*>(&child))
+      children.emplace_back(leaf, norm_child_repr(*norm));
+    else
+      children.emplace_back(leaf, py::repr(py::cast(&child, py::return_value_policy::reference)).cast<std::string>());
   });
   if (children.empty()) return type + "(" + extra + ")";
   std::string s = type + "(";
@@ -62,6 +86,11 @@ void extra_repr(py::module_& mnn, const char* cls, F f) {
   py::setattr(c, "extra_repr",
               py::cpp_function([f](const T& self) { return f(self); }, py::name("extra_repr"), py::is_method(c),
                                "the module's own settings in its repr (torch's extra_repr)"));
+}
+
+// ", norm=rms_norm" for a layer built with RMSNorm; nothing for torch's LayerNorm layers (their repr is torch's).
+std::string norm_repr(nn::NormKind kind) {
+  return kind == nn::NormKind::rms_norm ? std::string(", norm=") + nn::norm_name(kind) : std::string();
 }
 
 std::string dropout_repr(const nn::EncoderLayerDropout& d) {
@@ -104,17 +133,11 @@ void bind_repr(py::module_& mnn) {
     return "in_features=" + std::to_string(l.in_features) + ", out_features=" + std::to_string(l.out_features) +
            ", bias=" + py_bool(l.bias.defined());
   });
-  auto shape = [](const Shape& s) {
-    std::string out = "(";
-    for (size_t i = 0; i < s.size(); ++i) out += std::to_string(s[i]) + (s.size() == 1 ? "," : i + 1 < s.size() ? ", " : "");
-    return out + ")";
-  };
-  extra_repr<nn::LayerNorm>(mnn, "LayerNorm", [shape](const nn::LayerNorm& n) {
-    return shape(n.normalized_shape) + ", eps=" + fmt(n.eps) + ", elementwise_affine=" + py_bool(n.weight.defined()) +
-           ", bias=" + py_bool(n.bias.defined());
+  extra_repr<nn::LayerNorm>(mnn, "LayerNorm", [](const nn::LayerNorm& n) {
+    return layer_norm_extra(n.normalized_shape, n.eps, n.weight, n.bias);
   });
-  extra_repr<nn::RMSNorm>(mnn, "RMSNorm", [shape](const nn::RMSNorm& n) {
-    return shape(n.normalized_shape) + ", eps=" + fmt(n.eps) + ", elementwise_affine=" + py_bool(n.weight.defined());
+  extra_repr<nn::RMSNorm>(mnn, "RMSNorm", [](const nn::RMSNorm& n) {
+    return rms_norm_extra(n.normalized_shape, n.eps, n.weight);
   });
   extra_repr<nn::MultiheadAttention>(mnn, "MultiheadAttention", [](const nn::MultiheadAttention& a) {
     return "embed_dim=" + std::to_string(a.embed_dim) + ", num_heads=" + std::to_string(a.num_heads) +
@@ -125,7 +148,7 @@ void bind_repr(py::module_& mnn) {
     return "d_model=" + std::to_string(l.d_model) + ", nhead=" + std::to_string(l.self_attn.num_heads) +
            ", dim_feedforward=" + std::to_string(l.dim_feedforward) + ", activation=" +
            nn::activation_name(l.activation) + ", norm_first=" + py_bool(l.norm_first) +
-           ", batch_first=" + py_bool(l.batch_first) + ",\n" + dropout_repr(l.dropout_sites());
+           ", batch_first=" + py_bool(l.batch_first) + norm_repr(l.norm1.kind) + ",\n" + dropout_repr(l.dropout_sites());
   });
   extra_repr<nn::TransformerEncoder>(mnn, "TransformerEncoder", [](const nn::TransformerEncoder& e) {
     return "num_layers=" + std::to_string(e.num_layers) + ", batch_first=" + py_bool(e.batch_first);
@@ -133,7 +156,8 @@ void bind_repr(py::module_& mnn) {
   extra_repr<nn::TransformerDecoderLayer>(mnn, "TransformerDecoderLayer", [](const nn::TransformerDecoderLayer& l) {
     return "d_model=" + std::to_string(l.d_model) + ", dim_feedforward=" + std::to_string(l.dim_feedforward) +
            ", dropout=" + fmt(l.dropout) + ", activation=" + nn::activation_name(l.activation) +
-           ", norm_first=" + py_bool(l.norm_first) + ", batch_first=" + py_bool(l.batch_first);
+           ", norm_first=" + py_bool(l.norm_first) + ", batch_first=" + py_bool(l.batch_first) +
+           norm_repr(l.norm1.kind);
   });
   extra_repr<nn::TransformerDecoder>(mnn, "TransformerDecoder", [](const nn::TransformerDecoder& d) {
     return "num_layers=" + std::to_string(d.num_layers) + ", batch_first=" + py_bool(d.batch_first);

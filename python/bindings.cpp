@@ -103,6 +103,15 @@ py::object input_backward(M& self, const py::object& grad_output) {
 constexpr const char* kInputBackwardDoc =
     "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())";
 
+// A stack's final norm: None, an encore.nn.LayerNorm or an encore.nn.RMSNorm (its parameters are copied).
+std::optional<nn::Norm> optional_norm(const py::object& norm) {
+  if (norm.is_none()) return std::nullopt;
+  if (py::isinstance<nn::LayerNorm>(norm)) return nn::Norm(norm.cast<const nn::LayerNorm&>());
+  if (py::isinstance<nn::RMSNorm>(norm)) return nn::Norm(norm.cast<const nn::RMSNorm&>());
+  throw py::type_error("norm: expected None, encore.nn.LayerNorm or encore.nn.RMSNorm, got " +
+                       py::str(py::type::of(norm)).cast<std::string>());
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_encore, m) {
@@ -275,10 +284,13 @@ PYBIND11_MODULE(_encore, m) {
           },
           py::arg("grad_output"),
           "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())")
-      .def(py::init<int64_t, int64_t, int64_t, double, const std::string&, double, bool, bool, bool>(),
+      .def(py::init<int64_t, int64_t, int64_t, double, const std::string&, double, bool, bool, bool,
+                    const std::string&>(),
            py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
            py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
-           py::arg("norm_first") = false, py::arg("bias") = true)
+           py::arg("norm_first") = false, py::arg("bias") = true, py::arg("norm") = "layer_norm",
+           "torch's arguments; norm=\"rms_norm\" makes the layer's norms RMSNorm(d_model, layer_norm_eps) (as torch "
+           "after `layer.norm1 = nn.RMSNorm(d_model)`)")
       .def_readonly("norm_first", &nn::TransformerEncoderLayer::norm_first, "Pre-LN (True) or Post-LN (False)")
       .def_readonly("batch_first", &nn::TransformerEncoderLayer::batch_first, "inputs are (N, S, E) instead of (S, N, E)")
       .def("forward", enc_layer_forward, py::doc("src (S, N, E), or (N, S, E) with batch_first -> the same shape; src_key_padding_mask (N, S) True = padding"), py::arg("src"), py::arg("src_mask") = py::none(),
@@ -310,9 +322,9 @@ PYBIND11_MODULE(_encore, m) {
           },
           py::arg("grad_output"),
           "gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())")
-      .def(py::init([](const nn::TransformerEncoderLayer& layer, int64_t num_layers, std::optional<nn::LayerNorm> norm,
+      .def(py::init([](const nn::TransformerEncoderLayer& layer, int64_t num_layers, const py::object& norm,
                        bool /*enable_nested_tensor*/, bool /*mask_check*/, bool share_parameters) {
-             return nn::TransformerEncoder(layer, num_layers, std::move(norm), share_parameters);
+             return nn::TransformerEncoder(layer, num_layers, optional_norm(norm), share_parameters);
            }),
            py::arg("encoder_layer"), py::arg("num_layers"), py::arg("norm") = py::none(),
            py::arg("enable_nested_tensor") = true, py::arg("mask_check") = true, py::arg("share_parameters") = false)
@@ -339,10 +351,13 @@ PYBIND11_MODULE(_encore, m) {
   };
   py::class_<nn::TransformerDecoderLayer, nn::Module>(mnn, "TransformerDecoderLayer",
                   "torch.nn.TransformerDecoderLayer: masked self-attention, cross-attention on memory, feed-forward")
-      .def(py::init<int64_t, int64_t, int64_t, double, const std::string&, double, bool, bool, bool>(),
+      .def(py::init<int64_t, int64_t, int64_t, double, const std::string&, double, bool, bool, bool,
+                    const std::string&>(),
            py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
            py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
-           py::arg("norm_first") = false, py::arg("bias") = true)
+           py::arg("norm_first") = false, py::arg("bias") = true, py::arg("norm") = "layer_norm",
+           "torch's arguments; norm=\"rms_norm\" makes the layer's norms RMSNorm(d_model, layer_norm_eps) (as torch "
+           "after `layer.norm1 = nn.RMSNorm(d_model)`)")
       .def("forward", dec_layer_forward, py::doc("tgt (T, N, E) attending to memory (S, N, E) (batch-first with batch_first) -> the shape of tgt"), py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
            py::arg("memory_mask") = py::none(), py::arg("tgt_key_padding_mask") = py::none(),
            py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = false,
@@ -381,7 +396,9 @@ PYBIND11_MODULE(_encore, m) {
   };
   py::class_<nn::TransformerDecoder, nn::Module>(mnn, "TransformerDecoder",
                   "torch.nn.TransformerDecoder: num_layers copies of decoder_layer, then the optional final norm")
-      .def(py::init<const nn::TransformerDecoderLayer&, int64_t, std::optional<nn::LayerNorm>>(),
+      .def(py::init([](const nn::TransformerDecoderLayer& layer, int64_t num_layers, const py::object& norm) {
+             return nn::TransformerDecoder(layer, num_layers, optional_norm(norm));
+           }),
            py::arg("decoder_layer"), py::arg("num_layers"), py::arg("norm") = py::none())
       .def_readonly("num_layers", &nn::TransformerDecoder::num_layers, "number of layers")
       .def("forward", decoder_forward, py::doc("tgt (T, N, E) attending to memory (S, N, E) (batch-first with batch_first) -> the shape of tgt"), py::arg("tgt"), py::arg("memory"), py::arg("tgt_mask") = py::none(),
@@ -415,18 +432,18 @@ PYBIND11_MODULE(_encore, m) {
       .def(py::init([](int64_t d_model, int64_t nhead, int64_t num_encoder_layers, int64_t num_decoder_layers,
                        int64_t dim_feedforward, double dropout, const std::string& activation,
                        const py::object& custom_encoder, const py::object& custom_decoder, double layer_norm_eps,
-                       bool batch_first, bool norm_first, bool bias) {
+                       bool batch_first, bool norm_first, bool bias, const std::string& norm) {
              if (!custom_encoder.is_none() || !custom_decoder.is_none())
                throw encore::Error("Transformer: custom_encoder/custom_decoder are not supported; build a "
                                    "TransformerEncoder and TransformerDecoder instead");
              return nn::Transformer(d_model, nhead, num_encoder_layers, num_decoder_layers, dim_feedforward, dropout,
-                                    activation, layer_norm_eps, batch_first, norm_first, bias);
+                                    activation, layer_norm_eps, batch_first, norm_first, bias, norm);
            }),
            py::arg("d_model") = 512, py::arg("nhead") = 8, py::arg("num_encoder_layers") = 6,
            py::arg("num_decoder_layers") = 6, py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
            py::arg("activation") = "relu", py::arg("custom_encoder") = py::none(),
            py::arg("custom_decoder") = py::none(), py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
-           py::arg("norm_first") = false, py::arg("bias") = true)
+           py::arg("norm_first") = false, py::arg("bias") = true, py::arg("norm") = "layer_norm")
       .def_static("generate_square_subsequent_mask",
                   [](int64_t sz) { return to_numpy(nn::generate_square_subsequent_mask(sz)); }, py::arg("sz"))
       .def("forward", transformer_forward, py::doc("src (S, N, E), tgt (T, N, E) (batch-first with batch_first) -> (T, N, E), as torch.nn.Transformer.forward"), py::arg("src"), py::arg("tgt"), py::arg("src_mask") = py::none(),

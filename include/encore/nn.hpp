@@ -275,6 +275,38 @@ class RMSNorm : public Module {
   void members(Members& m) override;
 };
 
+// The normalisation of a Transformer layer or stack: LayerNorm (torch's layers, BERT) or RMSNorm (T5 and LLaMA-style
+// layers), chosen at construction. Its parameters are the chosen norm's own - "weight", plus "bias" for a LayerNorm
+// with bias - so a layer's state_dict has the names torch gives it after `layer.norm1 = nn.RMSNorm(d_model)`.
+// Converts implicitly from a LayerNorm or RMSNorm (copying its parameters), so either can be passed where a
+// stack takes its final norm.
+enum class NormKind { layer_norm, rms_norm };
+NormKind parse_norm(const std::string& name);  // "layer_norm" | "rms_norm"
+const char* norm_name(NormKind kind);
+
+class Norm : public Module {
+ public:
+  Norm() = default;
+  // eps as the chosen norm takes it (RMSNorm: unset = float32 machine epsilon); bias only for a LayerNorm.
+  Norm(NormKind kind, int64_t normalized_shape, std::optional<double> eps = std::nullopt, bool bias = true);
+  Norm(const LayerNorm& layer_norm);  // NOLINT(google-explicit-constructor): a norm is either kind
+  Norm(const RMSNorm& rms_norm);      // NOLINT(google-explicit-constructor)
+  Tensor forward(const Tensor& input) const;
+  Tensor backward(const Tensor& grad_output);
+  Tensor apply(const Tensor& input) const;  // forward without clearing earlier saves (for use inside layers)
+  // apply(x + residual): LayerNorm::add_apply's contract (one fused pass for a LayerNorm; an add, then the norm,
+  // for an RMSNorm, whose result is then a new tensor).
+  Tensor add_apply(Tensor& x, const Tensor& residual, bool keep_sum) const;
+  NormKind kind = NormKind::layer_norm;
+  Parameter weight, bias;  // bias: LayerNorm with bias only
+  Tensor dweight, dbias;
+  Shape normalized_shape;
+  double eps = 1e-5;
+
+ protected:
+  void members(Members& m) override;
+};
+
 // Activation of the position-wise feed-forward network. Gated kinds (swiglu, geglu) make linear1 produce
 // 2*dim_feedforward features [a | b] and use act(a) * b (silu for swiglu, erf-gelu for geglu).
 enum class Activation { relu, gelu, gelu_tanh, silu, swiglu, geglu };
@@ -364,9 +396,11 @@ struct EncoderLayerDropout {
 class TransformerEncoderLayer : public Module {
  public:
   TransformerEncoderLayer() = default;
+  // norm: "layer_norm" (torch's layer) or "rms_norm" (norm1/norm2 are RMSNorm(d_model, layer_norm_eps), no bias).
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
                           const std::string& activation = "relu", double layer_norm_eps = 1e-5,
-                          bool batch_first = false, bool norm_first = false, bool bias = true);
+                          bool batch_first = false, bool norm_first = false, bool bias = true,
+                          const std::string& norm = "layer_norm");
 
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false) const;
@@ -392,7 +426,7 @@ class TransformerEncoderLayer : public Module {
 
   MultiheadAttention self_attn;
   Linear linear1, linear2;
-  LayerNorm norm1, norm2;
+  Norm norm1, norm2;  // LayerNorm by default; RMSNorm with norm = "rms_norm"
   int64_t d_model = 0, dim_feedforward = 0;
   Activation activation = Activation::relu;
   bool batch_first = false, norm_first = false;
@@ -417,7 +451,7 @@ class TransformerEncoder : public Module {
   // num_layers deep copies of encoder_layer (as torch does) or, with share_parameters, one layer applied
   // num_layers times (ALBERT's cross-layer sharing).
   TransformerEncoder(const TransformerEncoderLayer& encoder_layer, int64_t num_layers,
-                     std::optional<LayerNorm> norm = std::nullopt, bool share_parameters = false);
+                     std::optional<Norm> norm = std::nullopt, bool share_parameters = false);
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  std::optional<bool> is_causal = std::nullopt, EncoderTrace* trace = nullptr) const;
   Tensor backward(const Tensor& grad_output);  // gradient of src, in src's layout
@@ -427,7 +461,7 @@ class TransformerEncoder : public Module {
   void set_gradient_checkpointing(bool enabled) { gradient_checkpointing = enabled; }
 
   std::vector<TransformerEncoderLayer> layers;
-  std::optional<LayerNorm> norm;
+  std::optional<Norm> norm;
   int64_t num_layers = 0;
   bool share_parameters = false;
   bool batch_first = false;
@@ -443,9 +477,11 @@ class TransformerEncoder : public Module {
 class TransformerDecoderLayer : public Module {
  public:
   TransformerDecoderLayer() = default;
+  // norm: "layer_norm" or "rms_norm" (norm1..norm3), as TransformerEncoderLayer.
   TransformerDecoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
                           const std::string& activation = "relu", double layer_norm_eps = 1e-5,
-                          bool batch_first = false, bool norm_first = false, bool bias = true);
+                          bool batch_first = false, bool norm_first = false, bool bias = true,
+                          const std::string& norm = "layer_norm");
 
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
@@ -467,7 +503,7 @@ class TransformerDecoderLayer : public Module {
  public:
   MultiheadAttention self_attn, multihead_attn;
   Linear linear1, linear2;
-  LayerNorm norm1, norm2, norm3;
+  Norm norm1, norm2, norm3;  // LayerNorm by default; RMSNorm with norm = "rms_norm"
   int64_t d_model = 0, dim_feedforward = 0;
   double dropout = 0.1;
   Activation activation = Activation::relu;
@@ -481,14 +517,14 @@ class TransformerDecoder : public Module {
  public:
   TransformerDecoder() = default;
   TransformerDecoder(const TransformerDecoderLayer& decoder_layer, int64_t num_layers,
-                     std::optional<LayerNorm> norm = std::nullopt);
+                     std::optional<Norm> norm = std::nullopt);
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), std::optional<bool> tgt_is_causal = std::nullopt,
                  bool memory_is_causal = false) const;
 
   std::vector<TransformerDecoderLayer> layers;
-  std::optional<LayerNorm> norm;
+  std::optional<Norm> norm;
   int64_t num_layers = 0;
   bool batch_first = false;
 
@@ -501,7 +537,7 @@ class Transformer : public Module {
   Transformer(int64_t d_model = 512, int64_t nhead = 8, int64_t num_encoder_layers = 6,
               int64_t num_decoder_layers = 6, int64_t dim_feedforward = 2048, double dropout = 0.1,
               const std::string& activation = "relu", double layer_norm_eps = 1e-5, bool batch_first = false,
-              bool norm_first = false, bool bias = true);
+              bool norm_first = false, bool bias = true, const std::string& norm = "layer_norm");
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = Tensor(),
                  const Tensor& tgt_mask = Tensor(), const Tensor& memory_mask = Tensor(),
                  const Tensor& src_key_padding_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),

@@ -31,7 +31,7 @@ void make_feed_forward(Linear& linear1, Linear& linear2, int64_t d_model, int64_
 
 // A layer stack's children (TransformerEncoder, TransformerDecoder): "layers.0" ... "layers.N-1", then "norm".
 template <class Layer>
-void stack_members(Members& m, std::vector<Layer>& layers, std::optional<LayerNorm>& norm) {
+void stack_members(Members& m, std::vector<Layer>& layers, std::optional<Norm>& norm) {
   for (size_t i = 0; i < layers.size(); ++i) m.child("layers." + std::to_string(i), layers[i]);
   if (norm) m.child("norm", *norm);
 }

@@ -5,7 +5,8 @@ namespace encore::nn {
 
 TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model_, int64_t nhead, int64_t dim_feedforward_,
                                                  double dropout_, const std::string& activation_,
-                                                 double layer_norm_eps, bool batch_first_, bool norm_first_, bool bias)
+                                                 double layer_norm_eps, bool batch_first_, bool norm_first_, bool bias,
+                                                 const std::string& norm)
     : self_attn(d_model_, nhead, dropout_, bias, false, false, std::nullopt, std::nullopt, true),
       multihead_attn(d_model_, nhead, dropout_, bias, false, false, std::nullopt, std::nullopt, true),
       d_model(d_model_),
@@ -15,9 +16,10 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model_, int64_t nhead
       batch_first(batch_first_),
       norm_first(norm_first_) {
   detail::make_feed_forward(linear1, linear2, d_model, dim_feedforward, activation, bias, "TransformerDecoderLayer");
-  norm1 = LayerNorm(d_model, layer_norm_eps, true, bias);
-  norm2 = LayerNorm(d_model, layer_norm_eps, true, bias);
-  norm3 = LayerNorm(d_model, layer_norm_eps, true, bias);
+  const NormKind norm_kind = parse_norm(norm);
+  norm1 = Norm(norm_kind, d_model, layer_norm_eps, bias);
+  norm2 = Norm(norm_kind, d_model, layer_norm_eps, bias);
+  norm3 = Norm(norm_kind, d_model, layer_norm_eps, bias);
   set_name("");
 }
 
@@ -68,7 +70,7 @@ Tensor TransformerDecoderLayer::forward_batch_first(const Tensor& x, const Tenso
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& decoder_layer, int64_t num_layers_,
-                                       std::optional<LayerNorm> norm_)
+                                       std::optional<Norm> norm_)
     : norm(std::move(norm_)), num_layers(num_layers_), batch_first(decoder_layer.batch_first) {
   ENCORE_CHECK(num_layers > 0, "TransformerDecoder: num_layers must be positive, got ", num_layers);
   layers.assign(num_layers, decoder_layer);  // deep copies (Parameter)
@@ -96,13 +98,13 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
 
 Transformer::Transformer(int64_t d_model_, int64_t nhead_, int64_t num_encoder_layers, int64_t num_decoder_layers,
                          int64_t dim_feedforward, double dropout, const std::string& activation, double layer_norm_eps,
-                         bool batch_first_, bool norm_first, bool bias)
+                         bool batch_first_, bool norm_first, bool bias, const std::string& norm)
     : encoder(TransformerEncoderLayer(d_model_, nhead_, dim_feedforward, dropout, activation, layer_norm_eps,
-                                      batch_first_, norm_first, bias),
-              num_encoder_layers, LayerNorm(d_model_, layer_norm_eps, true, bias)),
+                                      batch_first_, norm_first, bias, norm),
+              num_encoder_layers, Norm(parse_norm(norm), d_model_, layer_norm_eps, bias)),
       decoder(TransformerDecoderLayer(d_model_, nhead_, dim_feedforward, dropout, activation, layer_norm_eps,
-                                      batch_first_, norm_first, bias),
-              num_decoder_layers, LayerNorm(d_model_, layer_norm_eps, true, bias)),
+                                      batch_first_, norm_first, bias, norm),
+              num_decoder_layers, Norm(parse_norm(norm), d_model_, layer_norm_eps, bias)),
       d_model(d_model_),
       nhead(nhead_),
       batch_first(batch_first_) {

@@ -5,7 +5,8 @@ namespace encore::nn {
 
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model_, int64_t nhead, int64_t dim_feedforward_,
                                                  double dropout_, const std::string& activation_,
-                                                 double layer_norm_eps, bool batch_first_, bool norm_first_, bool bias)
+                                                 double layer_norm_eps, bool batch_first_, bool norm_first_, bool bias,
+                                                 const std::string& norm)
     : self_attn(d_model_, nhead, dropout_, bias, false, false, std::nullopt, std::nullopt, true),
       d_model(d_model_),
       dim_feedforward(dim_feedforward_),
@@ -14,8 +15,9 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model_, int64_t nhead
       norm_first(norm_first_) {
   set_dropout(EncoderLayerDropout::torch(dropout_));
   detail::make_feed_forward(linear1, linear2, d_model, dim_feedforward, activation, bias, "TransformerEncoderLayer");
-  norm1 = LayerNorm(d_model, layer_norm_eps, true, bias);
-  norm2 = LayerNorm(d_model, layer_norm_eps, true, bias);
+  const NormKind norm_kind = parse_norm(norm);
+  norm1 = Norm(norm_kind, d_model, layer_norm_eps, bias);
+  norm2 = Norm(norm_kind, d_model, layer_norm_eps, bias);
   set_name("");
 }
 
@@ -81,7 +83,7 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Tenso
 }
 
 TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_layer, int64_t num_layers_,
-                                       std::optional<LayerNorm> norm_, bool share)
+                                       std::optional<Norm> norm_, bool share)
     : norm(std::move(norm_)), num_layers(num_layers_), share_parameters(share), batch_first(encoder_layer.batch_first) {
   ENCORE_CHECK(num_layers > 0, "TransformerEncoder: num_layers must be positive, got ", num_layers);
   layers.assign(share ? 1 : num_layers, encoder_layer);  // deep copies (Parameter)

@@ -302,10 +302,53 @@ void LayerNorm::members(Members& m) {
   m.parameter("bias", bias, dbias);
 }
 
-struct LayerNormSaved {
-  Tensor x, mean, rstd;  // x flattened to (..., C)
+namespace {
+// What a norm's backward needs: its input flattened to (..., C), the per-row statistics (mean for a LayerNorm only).
+struct NormSaved {
+  Tensor x, mean, rstd;
   Shape input_shape;
 };
+
+// y = norm(input) over the trailing dims normalized_shape, weight/bias (normalized_shape) or undefined; fills sv
+// when non-null. The one body of LayerNorm, RMSNorm and Norm.
+Tensor norm_apply(NormKind kind, const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps, NormSaved* sv) {
+  const bool rms = kind == NormKind::rms_norm;
+  Tensor x = flatten_normalized(input, normalized_shape, rms ? "RMSNorm" : "LayerNorm").contiguous();
+  const int64_t C = x.size(-1);
+  const Tensor w = weight.defined() ? weight.view({C}) : Tensor();
+  Tensor y = rms ? ops::rmsnorm_forward(x, w, eps, sv ? &sv->rstd : nullptr)
+                 : ops::layernorm_forward(x, w, bias.defined() ? bias.view({C}) : Tensor(), eps,
+                                          sv ? &sv->mean : nullptr, sv ? &sv->rstd : nullptr);
+  if (sv) {
+    sv->x = x;
+    sv->input_shape = input.shape();
+  }
+  return y.view(input.shape());
+}
+
+// The gradient of the input for the forward sv saved; accumulates the weight's (and bias') gradient.
+Tensor norm_backward(NormKind kind, const Tensor& grad_output, const NormSaved& sv, const Tensor& weight,
+                     Tensor& dweight, const Tensor& bias, Tensor& dbias) {
+  const bool rms = kind == NormKind::rms_norm;
+  ENCORE_CHECK(grad_output.shape() == sv.input_shape, rms ? "RMSNorm" : "LayerNorm",
+               ".backward: grad_output: expected shape ", shape_str(sv.input_shape), ", got ", grad_output.shape_str());
+  const int64_t C = sv.x.size(-1);
+  Tensor dout = grad_output.contiguous().view(sv.x.shape());
+  Tensor dx;
+  Tensor dw = weight.defined() ? Module::grad_of(dweight, weight).view({C}) : Tensor();
+  const Tensor w = weight.defined() ? weight.view({C}) : Tensor();
+  if (rms) {
+    // forward: out = x·rstd·weight, rstd = (Σx²/C + eps)^(-1/2) per row (ops::rmsnorm_backward)
+    ops::rmsnorm_backward(&dx, weight.defined() ? &dw : nullptr, dout, sv.rstd, sv.x, w);
+  } else {
+    Tensor db = bias.defined() ? Module::grad_of(dbias, bias).view({C}) : Tensor();
+    ops::layernorm_backward(&dx, weight.defined() ? &dw : nullptr, bias.defined() ? &db : nullptr, dout, sv.mean,
+                            sv.rstd, sv.x, w);
+  }
+  return dx.view(sv.input_shape);
+}
+}  // namespace
 
 Tensor LayerNorm::forward(const Tensor& input) const {
   if (training_) saved_.clear();
@@ -313,18 +356,10 @@ Tensor LayerNorm::forward(const Tensor& input) const {
 }
 
 Tensor LayerNorm::apply(const Tensor& input) const {
-  Tensor x = flatten_normalized(input, normalized_shape, "LayerNorm").contiguous();
-  const int64_t C = x.size(-1);
-  auto sv = training_ ? std::make_shared<LayerNormSaved>() : nullptr;
-  Tensor y = ops::layernorm_forward(x, weight.defined() ? weight.view({C}) : Tensor(),
-                                    bias.defined() ? bias.view({C}) : Tensor(), eps, sv ? &sv->mean : nullptr,
-                                    sv ? &sv->rstd : nullptr);
-  if (sv) {
-    sv->x = x;
-    sv->input_shape = input.shape();
-    push_saved(sv);
-  }
-  return y.view(input.shape());
+  auto sv = training_ ? std::make_shared<NormSaved>() : nullptr;
+  Tensor y = norm_apply(NormKind::layer_norm, input, normalized_shape, weight, bias, eps, sv.get());
+  if (sv) push_saved(sv);
+  return y;
 }
 
 Tensor LayerNorm::add_apply(Tensor& x, const Tensor& residual, bool keep_sum) const {
@@ -336,17 +371,8 @@ Tensor LayerNorm::add_apply(Tensor& x, const Tensor& residual, bool keep_sum) co
 }
 
 Tensor LayerNorm::backward(const Tensor& grad_output) {
-  auto sv = pop_saved<LayerNormSaved>("LayerNorm");
-  ENCORE_CHECK(grad_output.shape() == sv->input_shape, "LayerNorm.backward: grad_output: expected shape ",
-               shape_str(sv->input_shape), ", got ", grad_output.shape_str());
-  const int64_t C = sv->x.size(-1);
-  Tensor dout = grad_output.contiguous().view(sv->x.shape());
-  Tensor dx;
-  Tensor dw = weight.defined() ? grad_of(dweight, weight).view({C}) : Tensor();
-  Tensor db = bias.defined() ? grad_of(dbias, bias).view({C}) : Tensor();
-  ops::layernorm_backward(&dx, weight.defined() ? &dw : nullptr, bias.defined() ? &db : nullptr, dout, sv->mean,
-                          sv->rstd, sv->x, weight.defined() ? weight.view({C}) : Tensor());
-  return dx.view(sv->input_shape);
+  auto sv = pop_saved<NormSaved>("LayerNorm");
+  return norm_backward(NormKind::layer_norm, grad_output, *sv, weight, dweight, bias, dbias);
 }
 
 RMSNorm::RMSNorm(int64_t shape, std::optional<double> eps_, bool affine) : RMSNorm(Shape{shape}, eps_, affine) {}
@@ -359,41 +385,70 @@ RMSNorm::RMSNorm(const Shape& shape, std::optional<double> eps_, bool affine)
 
 void RMSNorm::members(Members& m) { m.parameter("weight", weight, dweight); }
 
-struct RMSNormSaved {
-  Tensor x, rstd;  // x flattened to (..., C)
-  Shape input_shape;
-};
-
 Tensor RMSNorm::forward(const Tensor& input) const {
   if (training_) saved_.clear();
   return apply(input);
 }
 
 Tensor RMSNorm::apply(const Tensor& input) const {
-  Tensor x = flatten_normalized(input, normalized_shape, "RMSNorm").contiguous();
-  const int64_t C = x.size(-1);
-  auto sv = training_ ? std::make_shared<RMSNormSaved>() : nullptr;
-  Tensor y = ops::rmsnorm_forward(x, weight.defined() ? weight.view({C}) : Tensor(), eps, sv ? &sv->rstd : nullptr);
-  if (sv) {
-    sv->x = x;
-    sv->input_shape = input.shape();
-    push_saved(sv);
-  }
-  return y.view(input.shape());
+  auto sv = training_ ? std::make_shared<NormSaved>() : nullptr;
+  Tensor y = norm_apply(NormKind::rms_norm, input, normalized_shape, weight, Tensor(), eps, sv.get());
+  if (sv) push_saved(sv);
+  return y;
 }
 
 Tensor RMSNorm::backward(const Tensor& grad_output) {
-  auto sv = pop_saved<RMSNormSaved>("RMSNorm");
-  ENCORE_CHECK(grad_output.shape() == sv->input_shape, "RMSNorm.backward: grad_output: expected shape ",
-               shape_str(sv->input_shape), ", got ", grad_output.shape_str());
-  const int64_t C = sv->x.size(-1);
-  Tensor dout = grad_output.contiguous().view(sv->x.shape());
-  Tensor dx;
-  Tensor dw = weight.defined() ? grad_of(dweight, weight).view({C}) : Tensor();
-  // forward: out = x·rstd·weight, rstd = (Σx²/C + eps)^(-1/2) per row (ops::rmsnorm_backward)
-  ops::rmsnorm_backward(&dx, weight.defined() ? &dw : nullptr, dout, sv->rstd, sv->x,
-                        weight.defined() ? weight.view({C}) : Tensor());
-  return dx.view(sv->input_shape);
+  auto sv = pop_saved<NormSaved>("RMSNorm");
+  Tensor no_bias, no_dbias;
+  return norm_backward(NormKind::rms_norm, grad_output, *sv, weight, dweight, no_bias, no_dbias);
+}
+
+NormKind parse_norm(const std::string& name) {
+  if (name == "layer_norm" || name == "LayerNorm") return NormKind::layer_norm;
+  if (name == "rms_norm" || name == "RMSNorm") return NormKind::rms_norm;
+  throw Error("norm should be one of layer_norm, rms_norm; got '" + name + "'");
+}
+
+const char* norm_name(NormKind kind) { return kind == NormKind::rms_norm ? "rms_norm" : "layer_norm"; }
+
+Norm::Norm(NormKind kind_, int64_t shape, std::optional<double> eps_, bool with_bias)
+    : Norm(kind_ == NormKind::rms_norm ? Norm(RMSNorm(shape, eps_))
+                                       : Norm(LayerNorm(shape, eps_.value_or(1e-5), true, with_bias))) {}
+
+Norm::Norm(const LayerNorm& n)
+    : Module(n), kind(NormKind::layer_norm), weight(n.weight), bias(n.bias), normalized_shape(n.normalized_shape),
+      eps(n.eps) {}
+
+Norm::Norm(const RMSNorm& n)
+    : Module(n), kind(NormKind::rms_norm), weight(n.weight), normalized_shape(n.normalized_shape), eps(n.eps) {}
+
+void Norm::members(Members& m) {
+  m.parameter("weight", weight, dweight);
+  m.parameter("bias", bias, dbias);  // undefined (so not listed) for an RMSNorm
+}
+
+Tensor Norm::forward(const Tensor& input) const {
+  if (training_) saved_.clear();
+  return apply(input);
+}
+
+Tensor Norm::apply(const Tensor& input) const {
+  auto sv = training_ ? std::make_shared<NormSaved>() : nullptr;
+  Tensor y = norm_apply(kind, input, normalized_shape, weight, bias, eps, sv.get());
+  if (sv) push_saved(sv);
+  return y;
+}
+
+Tensor Norm::add_apply(Tensor& x, const Tensor& residual, bool keep_sum) const {
+  if (kind == NormKind::layer_norm && !training_ && normalized_shape.size() == 1 && x.is_contiguous())
+    return ops::add_layernorm_forward_(x, residual, weight, bias, eps, keep_sum);
+  ops::add_forward_(x, residual);
+  return apply(x);
+}
+
+Tensor Norm::backward(const Tensor& grad_output) {
+  auto sv = pop_saved<NormSaved>(kind == NormKind::rms_norm ? "RMSNorm" : "LayerNorm");
+  return norm_backward(kind, grad_output, *sv, weight, dweight, bias, dbias);
 }
 
 // ---------------- activations ----------------

@@ -99,6 +99,35 @@ TEST(Layers, ModuleErrorsNameKeysAndShapes) {
   EXPECT_THROW(encore::nn::TransformerEncoderLayer(16, 4, 32, 0.1, "tanh"), encore::Error);
 }
 
+// A layer's norm is a LayerNorm or an RMSNorm (nn::Norm): the RMSNorm kind has no bias parameter, computes what the
+// RMSNorm module computes (bit for bit: the same op), and converts from either module keeping its parameters.
+TEST(Layers, NormIsLayerNormOrRMSNorm) {
+  using encore::nn::Norm;
+  using encore::nn::NormKind;
+  encore::nn::TransformerEncoderLayer layer(8, 2, 16, 0.0, "relu", 1e-6, true, true, true, "rms_norm");
+  const auto sd = layer.state_dict();
+  EXPECT_EQ(sd.count("norm1.weight"), 1u);
+  EXPECT_EQ(sd.count("norm1.bias"), 0u);
+  EXPECT_EQ(layer.norm2.kind, NormKind::rms_norm);
+  EXPECT_DOUBLE_EQ(layer.norm2.eps, 1e-6);
+
+  encore::nn::RMSNorm rms(8, 1e-6);
+  Tensor w = Tensor::zeros({8});
+  for (int i = 0; i < 8; ++i) w.data<float>()[i] = 0.5f + 0.125f * i;
+  rms.weight.copy_from(w);
+  rms.eval();
+  const Norm norm = rms;  // converts, copying the weight
+  EXPECT_EQ(norm.kind, NormKind::rms_norm);
+  Tensor x = Tensor::zeros({3, 8});
+  for (int i = 0; i < 24; ++i) x.data<float>()[i] = static_cast<float>((i * 7) % 11) - 5.f;
+  Tensor want = rms.forward(x), got = norm.apply(x);
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(got.data<float>()[i], want.data<float>()[i]) << i;
+  const Norm ln = encore::nn::LayerNorm(8, 1e-5, true, false);
+  EXPECT_EQ(ln.kind, NormKind::layer_norm);
+  EXPECT_FALSE(ln.bias.defined());
+  EXPECT_THROW(encore::nn::parse_norm("batch_norm"), encore::Error);
+}
+
 TEST(Layers, DeepCopiedStackLayersDoNotShareStorage) {
   encore::nn::TransformerEncoderLayer layer(8, 2, 16);
   encore::nn::TransformerEncoder enc(layer, 3);

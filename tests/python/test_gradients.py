@@ -296,3 +296,90 @@ def test_decoder_layer_gradients(case):
             assert np.abs(grads[name][E:2 * E]).max() <= 1e-5 * np.abs(want).max()
             e = rel_err(got, want)
         assert e <= REL, f"{name} rel err {e:.2e}"
+
+
+def rms_norms(module, D, eps):
+    """torch's way to put RMSNorm in its Transformer layers: replace every LayerNorm child by nn.RMSNorm."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.nn.LayerNorm):
+            setattr(module, name, torch.nn.RMSNorm(D, eps=eps))
+        else:
+            rms_norms(child, D, eps)
+    return module
+
+
+@pytest.mark.parametrize("norm_first,act,mk", [(False, "relu", "key_padding"), (True, "gelu", "causal"),
+                                               (True, "swiglu", "none"), (False, "gelu", "float")])
+def test_rms_norm_encoder_layer(norm_first, act, mk):
+    """TransformerEncoderLayer(norm="rms_norm") = torch's layer after `layer.norm1/norm2 = nn.RMSNorm(d_model)`:
+    the same state_dict keys, training forward and every gradient within 1e-4 relative, and the eval-mode (fused
+    inference) forward within 1e-5 relative."""
+    D, H, B, T, eps = 24, 4, 3, 9, 1e-6
+    rng = np.random.default_rng(31)
+    torch.manual_seed(0)
+    gated = act in ("swiglu", "geglu")
+    kw = dict(dim_feedforward=40, dropout=0.0, batch_first=True, norm_first=norm_first)
+    tl = rms_norms(torch.nn.TransformerEncoderLayer(D, H, activation="gelu" if gated else act, **kw), D, eps)
+    el = enn.TransformerEncoderLayer(D, H, activation=act, layer_norm_eps=eps, norm="rms_norm", **kw)
+    if gated:  # torch has no gated FFN: swap in SiLU-gated linear1 of twice the width, as test_gated_ffn_gradients
+        tl.linear1 = torch.nn.Linear(D, 80)
+        tl.activation = lambda a: torch.nn.functional.silu(a[..., :40]) * a[..., 40:]
+    randomize(tl, 4)
+    with torch.no_grad():  # RMSNorm weights away from 1 so they matter
+        for name, p in tl.named_parameters():
+            if name.startswith("norm"):
+                p.copy_(1 + 0.3 * torch.randn(p.shape))
+    assert sorted(el.state_dict()) == sorted(tl.state_dict())
+    assert not any(k.endswith("norm1.bias") for k in el.state_dict())
+    assert f"(norm1): {tl.norm1!r}" in repr(el) and ", norm=rms_norm" in repr(el), repr(el)  # torch's RMSNorm repr
+    x = rng.standard_normal((B, T, D)).astype(np.float32) * 2
+    g = rng.standard_normal((B, T, D)).astype(np.float32)
+    tkw, ekw = masks(mk, B, T, H, rng)
+    compare_module(tl, el, x, g, tkw, ekw, f"rms layer {norm_first} {act} {mk}")
+    tl.eval()
+    el.eval()
+    with torch.no_grad():
+        want = tl(torch.from_numpy(x), **tkw).numpy()
+    assert rel_err(el(x, **ekw), want) <= 1e-5, "eval forward"
+
+
+def test_rms_norm_decoder_layer_and_stacks():
+    """TransformerDecoderLayer(norm="rms_norm") gradients vs torch with nn.RMSNorm norms (1e-4 relative), and
+    TransformerEncoder / TransformerDecoder / Transformer taking an RMSNorm final norm (the same keys as torch)."""
+    D, H, eps = 16, 2, 1e-5
+    rng = np.random.default_rng(32)
+    torch.manual_seed(0)
+    tl = randomize(rms_norms(torch.nn.TransformerDecoderLayer(D, H, 36, 0.0, "gelu", batch_first=True,
+                                                              norm_first=True), D, eps), 5)
+    el = enn.TransformerDecoderLayer(D, H, 36, 0.0, "gelu", eps, batch_first=True, norm_first=True, norm="rms_norm")
+    el.load_state_dict({k: v.detach().numpy().copy() for k, v in tl.state_dict().items()})
+    tl.train()
+    el.train()
+    x, mem, g = (rng.standard_normal((2, n, D)).astype(np.float32) for n in (5, 7, 5))
+    xt, mt = torch.tensor(x, requires_grad=True), torch.tensor(mem, requires_grad=True)
+    yt = tl(xt, mt)
+    (yt * torch.from_numpy(g)).sum().backward()
+    assert rel_err(el(x, mem), yt.detach().numpy()) <= REL
+    dx, dm = el.backward(g)
+    assert rel_err(dx, xt.grad.numpy()) <= REL and rel_err(dm, mt.grad.numpy()) <= REL
+    grads = el.grads()
+    for name, p in tl.named_parameters():
+        if name.endswith("in_proj_bias"):
+            continue  # its key part's gradient is identically zero (test_decoder_layer_gradients checks it)
+        assert rel_err(grads[name], p.grad.numpy()) <= REL, name
+
+    tstack = randomize(torch.nn.TransformerEncoder(
+        rms_norms(torch.nn.TransformerEncoderLayer(D, H, 36, 0.0, batch_first=True, norm_first=True), D, eps), 2,
+        norm=torch.nn.RMSNorm(D, eps=eps), enable_nested_tensor=False), 6)
+    estack = enn.TransformerEncoder(enn.TransformerEncoderLayer(D, H, 36, 0.0, layer_norm_eps=eps, batch_first=True,
+                                                                norm_first=True, norm="rms_norm"), 2,
+                                    norm=enn.RMSNorm(D, eps=eps))
+    compare_module(tstack, estack, x, g, {}, {}, "rms encoder stack")
+
+    full = enn.Transformer(D, H, 1, 1, 36, 0.0, norm="rms_norm")
+    tfull = rms_norms(torch.nn.Transformer(D, H, 1, 1, 36, 0.0), D, eps)
+    assert sorted(full.state_dict()) == sorted(tfull.state_dict())
+    with pytest.raises(TypeError, match="norm: expected None"):
+        enn.TransformerEncoder(enn.TransformerEncoderLayer(D, H), 2, norm="rms")
+    with pytest.raises(encore.Error, match="norm should be one of layer_norm, rms_norm"):
+        enn.TransformerEncoderLayer(D, H, norm="batch_norm")

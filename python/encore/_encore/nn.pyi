@@ -147,8 +147,10 @@ class TransformerEncoderLayer(Module):
     """
     def __call__(self, src: typing.Any, src_mask: typing.Any = None, src_key_padding_mask: typing.Any = None, is_causal: bool = False) -> typing.Any:
         ...
-    def __init__(self, d_model: typing.SupportsInt | typing.SupportsIndex, nhead: typing.SupportsInt | typing.SupportsIndex, dim_feedforward: typing.SupportsInt | typing.SupportsIndex = 2048, dropout: typing.SupportsFloat | typing.SupportsIndex = 0.1, activation: str = 'relu', layer_norm_eps: typing.SupportsFloat | typing.SupportsIndex = 1e-05, batch_first: bool = False, norm_first: bool = False, bias: bool = True) -> None:
-        ...
+    def __init__(self, d_model: typing.SupportsInt | typing.SupportsIndex, nhead: typing.SupportsInt | typing.SupportsIndex, dim_feedforward: typing.SupportsInt | typing.SupportsIndex = 2048, dropout: typing.SupportsFloat | typing.SupportsIndex = 0.1, activation: str = 'relu', layer_norm_eps: typing.SupportsFloat | typing.SupportsIndex = 1e-05, batch_first: bool = False, norm_first: bool = False, bias: bool = True, norm: str = 'layer_norm') -> None:
+        """
+        torch's arguments; norm="rms_norm" makes the layer's norms RMSNorm(d_model, layer_norm_eps) (as torch after `layer.norm1 = nn.RMSNorm(d_model)`)
+        """
     def backward(self, grad_output: typing.Any) -> typing.Any:
         """
         gradient of the input for the last training-mode forward; accumulates parameter gradients (grads())
@@ -185,7 +187,7 @@ class TransformerEncoder(Module):
     """
     def __call__(self, src: typing.Any, mask: typing.Any = None, src_key_padding_mask: typing.Any = None, is_causal: typing.Any = None) -> typing.Any:
         ...
-    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: typing.SupportsInt | typing.SupportsIndex, norm: LayerNorm | None = None, enable_nested_tensor: bool = True, mask_check: bool = True, share_parameters: bool = False) -> None:
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: typing.SupportsInt | typing.SupportsIndex, norm: typing.Any = None, enable_nested_tensor: bool = True, mask_check: bool = True, share_parameters: bool = False) -> None:
         ...
     def backward(self, grad_output: typing.Any) -> typing.Any:
         """
@@ -218,8 +220,10 @@ class TransformerDecoderLayer(Module):
     """
     def __call__(self, tgt: typing.Any, memory: typing.Any, tgt_mask: typing.Any = None, memory_mask: typing.Any = None, tgt_key_padding_mask: typing.Any = None, memory_key_padding_mask: typing.Any = None, tgt_is_causal: bool = False, memory_is_causal: bool = False) -> typing.Any:
         ...
-    def __init__(self, d_model: typing.SupportsInt | typing.SupportsIndex, nhead: typing.SupportsInt | typing.SupportsIndex, dim_feedforward: typing.SupportsInt | typing.SupportsIndex = 2048, dropout: typing.SupportsFloat | typing.SupportsIndex = 0.1, activation: str = 'relu', layer_norm_eps: typing.SupportsFloat | typing.SupportsIndex = 1e-05, batch_first: bool = False, norm_first: bool = False, bias: bool = True) -> None:
-        ...
+    def __init__(self, d_model: typing.SupportsInt | typing.SupportsIndex, nhead: typing.SupportsInt | typing.SupportsIndex, dim_feedforward: typing.SupportsInt | typing.SupportsIndex = 2048, dropout: typing.SupportsFloat | typing.SupportsIndex = 0.1, activation: str = 'relu', layer_norm_eps: typing.SupportsFloat | typing.SupportsIndex = 1e-05, batch_first: bool = False, norm_first: bool = False, bias: bool = True, norm: str = 'layer_norm') -> None:
+        """
+        torch's arguments; norm="rms_norm" makes the layer's norms RMSNorm(d_model, layer_norm_eps) (as torch after `layer.norm1 = nn.RMSNorm(d_model)`)
+        """
     def backward(self, grad_output: typing.Any) -> tuple[typing.Any, typing.Any]:
         """
         (gradient of tgt, gradient of memory) for the last training-mode forward; accumulates parameter gradients
@@ -238,7 +242,7 @@ class TransformerDecoder(Module):
     """
     def __call__(self, tgt: typing.Any, memory: typing.Any, tgt_mask: typing.Any = None, memory_mask: typing.Any = None, tgt_key_padding_mask: typing.Any = None, memory_key_padding_mask: typing.Any = None, tgt_is_causal: typing.Any = None, memory_is_causal: bool = False) -> typing.Any:
         ...
-    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: typing.SupportsInt | typing.SupportsIndex, norm: LayerNorm | None = None) -> None:
+    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: typing.SupportsInt | typing.SupportsIndex, norm: typing.Any = None) -> None:
         ...
     def extra_repr(self) -> str:
         """
@@ -262,7 +266,7 @@ class Transformer(Module):
         ...
     def __call__(self, src: typing.Any, tgt: typing.Any, src_mask: typing.Any = None, tgt_mask: typing.Any = None, memory_mask: typing.Any = None, src_key_padding_mask: typing.Any = None, tgt_key_padding_mask: typing.Any = None, memory_key_padding_mask: typing.Any = None, src_is_causal: typing.Any = None, tgt_is_causal: typing.Any = None, memory_is_causal: bool = False) -> typing.Any:
         ...
-    def __init__(self, d_model: typing.SupportsInt | typing.SupportsIndex = 512, nhead: typing.SupportsInt | typing.SupportsIndex = 8, num_encoder_layers: typing.SupportsInt | typing.SupportsIndex = 6, num_decoder_layers: typing.SupportsInt | typing.SupportsIndex = 6, dim_feedforward: typing.SupportsInt | typing.SupportsIndex = 2048, dropout: typing.SupportsFloat | typing.SupportsIndex = 0.1, activation: str = 'relu', custom_encoder: typing.Any = None, custom_decoder: typing.Any = None, layer_norm_eps: typing.SupportsFloat | typing.SupportsIndex = 1e-05, batch_first: bool = False, norm_first: bool = False, bias: bool = True) -> None:
+    def __init__(self, d_model: typing.SupportsInt | typing.SupportsIndex = 512, nhead: typing.SupportsInt | typing.SupportsIndex = 8, num_encoder_layers: typing.SupportsInt | typing.SupportsIndex = 6, num_decoder_layers: typing.SupportsInt | typing.SupportsIndex = 6, dim_feedforward: typing.SupportsInt | typing.SupportsIndex = 2048, dropout: typing.SupportsFloat | typing.SupportsIndex = 0.1, activation: str = 'relu', custom_encoder: typing.Any = None, custom_decoder: typing.Any = None, layer_norm_eps: typing.SupportsFloat | typing.SupportsIndex = 1e-05, batch_first: bool = False, norm_first: bool = False, bias: bool = True, norm: str = 'layer_norm') -> None:
         ...
     def extra_repr(self) -> str:
         """
