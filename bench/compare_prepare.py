@@ -2,6 +2,7 @@
 """Model files for bench/compare.py, made offline and cached outside git.
 
     python3 bench/compare_prepare.py bert-base            # prints the directory of the random BERT-base
+    python3 bench/compare_prepare.py modernbert-base      # ... of the random ModernBERT-base
     python3 bench/compare_prepare.py artifacts NAME MODEL_DIR   # prints JSON: ONNX (optimized, int8), CT2 dirs
 
 Cache: $ENCORE_BENCH_CACHE, else ~/.cache/encore-bench. Each artifact set lives in a directory keyed by the
@@ -25,16 +26,25 @@ def cache_dir():
     return d
 
 
-def ensure_bert_base():
-    """A randomly initialised transformers BertModel(BertConfig()) (BERT-base shape), seed 0, safetensors."""
-    out = os.path.join(cache_dir(), "bert-base-random")
+# Random models of a published shape, for the scenarios that have no small real checkpoint on PyPI: name ->
+# (transformers config class, model class). The default config of each is the base model's shape.
+RANDOM_MODELS = {
+    "bert-base": ("BertConfig", "BertModel"),  # 12 layers x 768, 12 heads, 3072, gelu, post-LN, eps 1e-12
+    "modernbert-base": ("ModernBertConfig", "ModernBertModel"),  # 22 layers x 768, 12 heads, GeGLU 1152, RoPE
+}
+
+
+def ensure_random_model(name):
+    """A randomly initialised transformers model of RANDOM_MODELS[name]'s default config, seed 0, safetensors."""
+    out = os.path.join(cache_dir(), f"{name}-random")
     if os.path.exists(os.path.join(out, "model.safetensors")):
         return out
     import torch
-    from transformers import BertConfig, BertModel
+    import transformers
+    config_class, model_class = (getattr(transformers, n) for n in RANDOM_MODELS[name])
     torch.manual_seed(0)
-    model = BertModel(BertConfig()).eval()  # 12 layers x 768, 12 heads, 3072, gelu, post-LN, eps 1e-12
-    tmp = tempfile.mkdtemp(dir=cache_dir(), prefix=".bert-base-")
+    model = model_class(config_class()).eval()
+    tmp = tempfile.mkdtemp(dir=cache_dir(), prefix=f".{name}-")
     model.save_pretrained(tmp, safe_serialization=True)
     os.rename(tmp, out)
     return out
@@ -61,33 +71,37 @@ def _key(model_dir, versions):
 
 
 def _export_onnx(model_dir, path):
-    """torch.onnx.export of BertModel (eager attention) with dynamic batch and sequence axes.
+    """torch.onnx.export of the checkpoint's base model (AutoModel, eager attention), dynamic batch and sequence.
 
-    The TorchScript exporter (dynamo=False) of the eager attention graph is what onnxruntime's BERT fusions
-    recognise: it fuses every layer into Attention + SkipLayerNormalization + BiasGelu and the embeddings into
-    EmbedLayerNormalization; the sdpa graph leaves attention unfused.
+    For BERT, the TorchScript exporter (dynamo=False) of the eager attention graph is what onnxruntime's BERT
+    fusions recognise: it fuses every layer into Attention + SkipLayerNormalization + BiasGelu and the embeddings
+    into EmbedLayerNormalization; the sdpa graph leaves attention unfused. The inputs are those of the model's
+    forward among input_ids, attention_mask, token_type_ids (ModernBERT has no token types). Returns the config
+    and the input names.
     """
+    import inspect
     import torch
-    from transformers import BertModel
-    model = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    from transformers import AutoModel
+    model = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    takes = inspect.signature(model.forward).parameters
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in takes]
 
     class LastHidden(torch.nn.Module):
         def __init__(self, m):
             super().__init__()
             self.m = m
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).last_hidden_state
+        def forward(self, *inputs):
+            return self.m(**dict(zip(names, inputs))).last_hidden_state
 
     ids = torch.randint(1000, 2000, (2, 16))
-    names = ["input_ids", "attention_mask", "token_type_ids"]
+    example = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
     axes = {n: {0: "batch", 1: "sequence"} for n in names + ["last_hidden_state"]}
     with torch.no_grad():
-        torch.onnx.export(LastHidden(model), (ids, torch.ones_like(ids), torch.zeros_like(ids)), path,
+        torch.onnx.export(LastHidden(model), tuple(example[n] for n in names), path,
                           dynamo=False, input_names=names, output_names=["last_hidden_state"],
                           dynamic_axes=axes, opset_version=17)
-    return model.config
+    return model.config, names
 
 
 def ensure_artifacts(name, model_dir):
@@ -111,8 +125,11 @@ def ensure_artifacts(name, model_dir):
     raw, opt, q8 = (os.path.join(tmp, n) for n in ("model.onnx", "model.opt.onnx", "model.opt.int8.onnx"))
 
     def onnx_export():
-        cfg = _export_onnx(model_dir, raw)
+        cfg, names = _export_onnx(model_dir, raw)
+        art["onnx_inputs"] = names
         from onnxruntime.transformers.optimizer import optimize_model
+        # onnxruntime's transformer optimizer knows BERT-shaped graphs ("bert" covers RoBERTa, XLM-R, ...); other
+        # families get its generic fusions (LayerNormalization, Gelu, SkipLayerNormalization where they match).
         om = optimize_model(raw, model_type="bert", num_heads=cfg.num_attention_heads, hidden_size=cfg.hidden_size)
         art["onnx_fusions"] = {k: v for k, v in om.get_fused_operator_statistics().items() if v}
         om.save_model_to_file(opt)
@@ -174,8 +191,8 @@ def ensure_artifacts(name, model_dir):
 def main():
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # libraries print progress; only the answer goes to stdout
-    if sys.argv[1:2] == ["bert-base"] and len(sys.argv) == 2:
-        out.write(ensure_bert_base() + "\n")
+    if len(sys.argv) == 2 and sys.argv[1] in RANDOM_MODELS:
+        out.write(ensure_random_model(sys.argv[1]) + "\n")
     elif sys.argv[1:2] == ["artifacts"] and len(sys.argv) == 4:
         json.dump(ensure_artifacts(sys.argv[2], sys.argv[3]), out)
     else:
