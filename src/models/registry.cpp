@@ -12,7 +12,8 @@
   X("distilbert", load_distilbert) \
   X("albert", load_albert)        \
   X("mpnet", load_mpnet)          \
-  X("modernbert", load_modernbert)
+  X("modernbert", load_modernbert) \
+  X("deberta-v2", load_deberta_v2)
 
 namespace encore::models {
 

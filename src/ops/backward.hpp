@@ -100,6 +100,14 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, Tensor* d_attn_mask,
                         const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                         double dropout_p, bool training, uint64_t seed, std::optional<double> scale = std::nullopt);
 
+// ---- DeBERTa's disentangled attention bias ----
+// Backward of disentangled_bias_forward over a padded batch (sequence b = batch row b, all T rows, P = T):
+// dbias (B, heads, T, T) as attention_backward's dlogits. ACCUMULATES (+=) into dq, dk (B, T, C) and dKr, dQr
+// (R, C) (contiguous, allocated by the caller; dKr / dQr only where Kr / Qr are defined).
+void disentangled_bias_backward(Tensor* dq, Tensor* dk, Tensor* dkr, Tensor* dqr, const Tensor& dbias,
+                                const Tensor& q, const Tensor& k, const Tensor& kr, const Tensor& qr, int64_t heads,
+                                const RelativeRows& rel, float scale);
+
 namespace detail {
 // fn(i0, i1) over [0, n) with parallel_for (grain 1), with library GEMMs inside single-threaded whatever the
 // caller's thread count: inside the parallel region they are already, and where parallel_for runs fn on the

@@ -101,6 +101,27 @@ struct AttnMaskPlanes {
 AttnMaskPlanes attn_mask_planes(const Tensor& attn_mask, int64_t B, int64_t H, int64_t T, int64_t S);
 }  // namespace detail
 
+// DeBERTa's disentangled attention (content->position and position->content) as an additive attention bias for
+// attention_forward's attn_mask. Relative rows: the distance i - j of a query i and key j (|i - j| < T) selects
+// row(i - j) of the projected relative embeddings Kr, Qr (R, heads·d).
+struct RelativeRows {
+  int64_t T = 0, rows = 0;
+  std::vector<int32_t> row;  // row[i - j + T - 1], each in [0, rows)
+  int32_t at(int64_t i, int64_t j) const { return row[static_cast<size_t>(i - j + T - 1)]; }
+};
+// One sequence: batch index b of q and k, its rows [r0, r0 + L); its bias block is the top-left (L, L) of slot p
+// (the sequence's index in the list) in bias (seqs·heads, P, P), head h at slot p·heads + h.
+struct DisentangledSeq {
+  int64_t b = 0, r0 = 0, L = 0;
+};
+// q, k (B, T, heads·d) with a contiguous last dim (any row stride); Kr / Qr (R, heads·d) contiguous or undefined
+// (that term absent; not both). Per head, with m = rel.row(i - j):
+//   bias[p·heads + h, i, j] = scale·(q_i·Kr[m] + k_j·Qr[m])
+// Writes the (L, L) blocks only (the rest of bias keeps its values).
+void disentangled_bias_forward(Tensor& bias, int64_t P, const std::vector<DisentangledSeq>& seqs, const Tensor& q,
+                               const Tensor& k, const Tensor& kr, const Tensor& qr, int64_t heads,
+                               const RelativeRows& rel, float scale);
+
 // Rotary position embedding (kernels::KernelTable::rotary_f32, Hugging Face's rotate_half convention).
 // x (..., T, H, D) float32; cos, sin (T, R/2) shared by every leading index, or (..., T, R/2) with x's leading
 // dims; R = 2·cos.size(-1) must be even and <= D (the first R dims of each head rotate, the rest pass through).

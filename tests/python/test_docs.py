@@ -245,7 +245,7 @@ def console_examples() -> list[tuple[str, int, str, list[str]]]:
 # Files the examples read, as the page shows or describes them.
 FIXTURES = {
     "train.jsonl": '{"text": "the trip was good", "label": "positive"}\n',
-    "deberta-dir/config.json": '{"model_type": "deberta-v2"}\n',
+    "nomic-dir/config.json": '{"model_type": "nomic_bert"}\n',
 }
 
 
