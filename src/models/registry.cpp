@@ -13,7 +13,8 @@
   X("albert", load_albert)        \
   X("mpnet", load_mpnet)          \
   X("modernbert", load_modernbert) \
-  X("deberta-v2", load_deberta_v2)
+  X("deberta-v2", load_deberta_v2) \
+  X("qwen3", load_qwen3)
 
 namespace encore::models {
 

@@ -174,14 +174,28 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       impl->tokenizer_whole->set_padding(std::nullopt);
       impl->tokenizer_whole->set_truncation(std::nullopt);
       impl->max_seq_length = impl->model->max_sequence_length();
+      bool have_max_seq_length = false;
       if (fs::exists(dir / "sentence_bert_config.json")) {
         const fs::path file = dir / "sentence_bert_config.json";
         const Json sb = io::read_json_file(file);
         const io::JsonAt at(sb, file.string());
         at.expect_object();
-        if (at.has("max_seq_length"))
+        if (at.has("max_seq_length")) {
           impl->max_seq_length = std::min<int64_t>(impl->max_seq_length, at["max_seq_length"].integer(1, INT64_MAX));
+          have_max_seq_length = true;
+        }
         impl->do_lower_case = at.get_or("do_lower_case", false);
+      }
+      // sentence-transformers 6 saves max_seq_length as the tokenizer's model_max_length (tokenizer_config.json),
+      // which it caps at the model's max_position_embeddings as here.
+      if (!have_max_seq_length && fs::exists(dir / "tokenizer_config.json")) {
+        const fs::path file = dir / "tokenizer_config.json";
+        const Json tc = io::read_json_file(file);
+        const io::JsonAt at(tc, file.string());
+        at.expect_object();
+        if (at.has("model_max_length") && tc["model_max_length"].is_number_integer() &&
+            tc["model_max_length"].get<int64_t>() > 0)
+          impl->max_seq_length = std::min<int64_t>(impl->max_seq_length, tc["model_max_length"].get<int64_t>());
       }
       impl->dimension = impl->model->info().hidden_size;
       impl->description.push_back("Transformer: " + impl->model->info().model_type + ", " +
