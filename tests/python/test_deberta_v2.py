@@ -20,6 +20,15 @@ Tolerances: last_hidden_state, every hidden_states entry and logits within 1e-5 
 on hidden states of magnitude <= 4, <= 4.2e-7 on logits) on real positions
 (transformers masks a padded query row entirely - softmax over finfo.min everywhere - so padded positions are not
 defined; encore's padding-free forward gives exact zeros there, which is checked).
+
+Beyond the forward: bf16 / int8 within cosine 0.999 / 0.995 of fp32 (measured >= 0.999998 both); training, the loss
+and EVERY parameter gradient vs torch autograd through transformers within 1e-4 relative per tensor (measured
+<= 6.4e-6; the biases the softmax cannot see - shift_invariant - must be rounding noise on both sides), gradient
+checkpointing bitwise equal to plain training under dropout; export_hf loading strictly into transformers (outputs
+within 1e-5); DeBERTa-v3's tokenizer.json (transformers' DebertaV2Tokenizer: Unigram, Metaspace, [CLS]/[SEP]
+template) token for token equal to HF tokenizers; a sentence-transformers directory vs SentenceTransformer.encode
+within 1e-5 (measured 1.5e-7); `encore train` writing what transformers loads; unsupported config fields and
+missing weights refused by name.
 """
 import json
 import pathlib
@@ -155,3 +164,308 @@ def test_matches_transformers(saved, name, skip_padding):
     assert enc.config["head"] == head
     if head not in ("masked_lm", "question_answering"):
         assert enc.config["num_labels"] == cfg.num_labels
+
+
+def write_config(src: str, dst: pathlib.Path, **changes) -> str:
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return str(dst)
+
+
+ERRORS = [
+    ("conv", "v2", dict(conv_kernel_size=3), "conv_kernel_size 3 \\(the ConvLayer"),
+    ("pos_att_type", "v3", dict(pos_att_type=["c2p", "p2p"]), "pos_att_type 'p2p'"),
+    ("norm_rel_ebd", "v3", dict(norm_rel_ebd="batch_norm"), "norm_rel_ebd 'batch_norm'"),
+    ("head_size", "v3", dict(attention_head_size=16), "attention_head_size 16"),
+    ("pooler_size", "seqcls", dict(pooler_hidden_size=16), "pooler_hidden_size 16"),
+    ("buckets", "v3", dict(position_buckets=4, max_relative_positions=3), "position_buckets 4"),
+    ("activation", "v3", dict(hidden_act="swishy"), "swishy"),
+]
+
+
+@pytest.mark.parametrize("base,changes,message", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
+def test_unsupported_config_is_refused(saved, tmp_path, base, changes, message):
+    path = write_config(saved[base][0], tmp_path / "m", **changes)
+    with pytest.raises(encore.Error, match=message) as e:
+        encore.AutoModel.load(path)
+    assert "config.json" in str(e.value)
+
+
+def test_missing_weight_and_bad_inputs(saved, tmp_path):
+    from safetensors.numpy import load_file, save_file
+    for base, name in [("v2", "encoder.layer.1.attention.self.pos_query_proj.weight"),
+                       ("v3", "encoder.LayerNorm.bias"), ("seqcls", "pooler.dense.weight")]:
+        path = write_config(saved[base][0], tmp_path / base)
+        weights = load_file(f"{path}/model.safetensors")
+        del weights[name]
+        save_file(weights, f"{path}/model.safetensors", metadata={"format": "pt"})
+        with pytest.raises(encore.Error, match=name.replace(".", "\\.")):
+            encore.AutoModel.load(path)
+    enc = encore.AutoModel.load(saved["v2"][0])  # absolute positions: at most max_position_embeddings 300
+    with pytest.raises(encore.Error, match="exceeds max_position_embeddings 300"):
+        enc(np.ones((1, 301), dtype=np.int64))
+    with pytest.raises(encore.Error, match="input_ids"):
+        enc(np.full((1, 4), 150, dtype=np.int64))  # vocab_size 150
+    with pytest.raises(encore.Error, match="token_type_ids"):
+        enc(np.ones((1, 4), dtype=np.int64), np.ones((1, 4), dtype=np.int64), np.full((1, 4), 2, dtype=np.int64))
+
+
+@pytest.mark.parametrize("dtype,floor", [("bfloat16", 0.999), ("int8", 0.995)])
+def test_bf16_int8_close_to_fp32(saved, dtype, floor):
+    """The layers' GEMMs (and the relative projections) in bf16 / int8: every real token's vector within cosine
+    `floor` of fp32's, logits too; and not fp32's bits (the dtype ran)."""
+    for name in ["v3-long", "v2", "seqcls"]:
+        path, model = saved[name]
+        ids, mask, types = batch(model.config, BY_NAME[name][3], seed=1)
+        real = mask.astype(bool)
+        ref = encore.AutoModel.load(path)(ids, mask, types, return_dict=True)
+        got = encore.AutoModel.load(path, dtype=dtype)(ids, mask, types, return_dict=True)
+        for key in ["last_hidden_state"] + (["logits"] if name == "seqcls" else []):
+            a, b = np.asarray(got[key]), np.asarray(ref[key])
+            if key == "last_hidden_state":
+                a, b = a[real], b[real]
+            cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+            assert cos.min() >= floor, f"{name} {dtype} {key}: min cosine {cos.min():.6f}"
+            assert max_diff(a, b) > 1e-5, f"{name} {dtype} {key}: identical to fp32, the dtype did not apply"
+
+
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pooler_dropout=0.0, cls_dropout=0.0)
+GRAD_REL = 1e-4
+GRAD_CASES = ["v3", "v2", "embed", "c2p-only", "no-rel", "seqcls", "seqcls-v2", "tokcls", "qa"]
+
+
+@pytest.fixture
+def _torch_grad():
+    with torch.enable_grad():
+        yield
+
+
+def shift_invariant(param, cfg):
+    """Biases whose gradient is 0 in exact arithmetic (adding b to every key (or every c2p position key) adds
+    q_i·b to all of query i's scores, which the softmax ignores; only the p2c term (k_j + b)·Qr[row(i - j)] varies
+    with the key, so key_proj.bias learns only through it. The same holds for the relative LayerNorm's bias,
+    which moves every projected relative row by one vector.)"""
+    p2c = cfg.relative_attention and "p2c" in (cfg.pos_att_type or [])
+    return param.endswith("pos_key_proj.bias") or (
+        param.endswith(("self.key_proj.bias", "encoder.LayerNorm.bias")) and not p2c)
+
+
+@pytest.mark.parametrize("name", GRAD_CASES)
+def test_every_parameter_gradient_matches_torch_autograd(name, tmp_path, _torch_grad):
+    """Training: one padded batch, dropout 0 (so both sides compute the same function), loss = sum(R * output) with
+    a fixed random R over the logits, or over the real tokens' last hidden state for base models; the loss and
+    EVERY parameter gradient vs torch autograd through transformers within 1e-4 relative per tensor,
+    max|g - g_ref| / max|g_ref|."""
+    _, kwargs, cls, lengths = BY_NAME[name]
+    torch.manual_seed(77)
+    ref = cls(T.DebertaV2Config(**{**kwargs, **NO_DROPOUT}))
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    ref.save_pretrained(tmp_path, safe_serialization=True)
+    ref.train()
+    enc = encore.AutoModel.load(str(tmp_path)).train()
+    params = enc.parameters_module()
+    ids, mask, types = batch(ref.config, lengths, seed=21)
+    real = mask.astype(bool)
+    out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+              token_type_ids=torch.from_numpy(types))
+    has_logits = cls is not T.DebertaV2Model
+    if cls is T.DebertaV2ForQuestionAnswering:
+        target = torch.stack([out.start_logits, out.end_logits], -1)
+    else:
+        target = out.logits if has_logits else out.last_hidden_state
+    r = np.random.default_rng(4).standard_normal(tuple(target.shape)).astype(np.float32)
+    if target.dim() == 3:
+        r[~real] = 0  # padded positions: not defined, nothing reads them
+    (target * torch.from_numpy(r)).sum().backward()
+    params.zero_grad()
+    res = enc(ids, mask, types, return_dict=True)
+    got = res["logits"] if has_logits else res["last_hidden_state"]
+    want_loss = float((target.detach().numpy() * r).sum())
+    assert abs(float((np.asarray(got) * r).sum()) - want_loss) <= GRAD_REL * float(np.abs(target.detach().numpy() * r).sum())
+    if has_logits:
+        enc.backward(d_logits=r)
+    else:
+        enc.backward(d_last_hidden_state=r)
+    task = cls is not T.DebertaV2Model
+    hf = {n: p for n, p in ref.named_parameters()}
+    scale = max(float(p.grad.abs().max()) for p in hf.values())
+    covered = set()
+    worst = 0.0
+    for n, g in params.grads().items():
+        hf_name = "deberta." + n if task and not n.startswith(("pooler.", "classifier.", "qa_outputs.")) else n
+        covered.add(hf_name)
+        want = hf[hf_name].grad.numpy()
+        assert g.shape == want.shape, n
+        if shift_invariant(n, ref.config):  # 0 in exact arithmetic: both sides must be rounding noise
+            assert max(np.abs(g).max(), np.abs(want).max()) <= 1e-5 * scale, f"{name} {n}: not ~0"
+            continue
+        assert np.abs(want).max() > 0, f"{name} {n}: reference gradient is zero - the test would not see a wrong one"
+        d = float(np.abs(g - want).max() / np.abs(want).max())
+        worst = max(worst, d)
+        assert d <= GRAD_REL, f"{name} {n}: gradient rel diff {d:.2e}"
+    assert covered == set(hf), f"not compared: {sorted(set(hf) - covered)}"
+    print(f"{name}: worst gradient rel diff {worst:.2e}")
+
+
+def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved):
+    """Dropout 0.2 at every site (embeddings, relative embeddings, attention probabilities and output, FFN,
+    pooler, classifier): the same seed gives bitwise the same logits and gradients with and without gradient
+    checkpointing; and dropout does act (different logits from eval)."""
+    path, model = saved["seqcls"]
+    ids, mask, types = batch(model.config, LENGTHS, seed=13)
+    r = np.random.default_rng(2).standard_normal((len(LENGTHS), model.config.num_labels)).astype(np.float32)
+    runs = []
+    for checkpointing in [False, True]:
+        enc = encore.AutoModel.load(path).train()
+        enc.set_dropout(0.2)
+        enc.gradient_checkpointing = checkpointing
+        params = enc.parameters_module()
+        params.zero_grad()
+        encore.manual_seed(123)
+        logits = np.asarray(enc(ids, mask, types, return_dict=True)["logits"])
+        enc.backward(d_logits=r)
+        runs.append((logits, {n: np.array(g) for n, g in params.grads().items()}))
+    (l0, g0), (l1, g1) = runs
+    np.testing.assert_array_equal(l0, l1)
+    assert g0.keys() == g1.keys() == encore.AutoModel.load(path).parameters_module().state_dict().keys()
+    for n in g0:
+        np.testing.assert_array_equal(g0[n], g1[n], err_msg=n)
+    plain = np.asarray(encore.AutoModel.load(path)(ids, mask, types, return_dict=True)["logits"])
+    assert max_diff(l0, plain) > 1e-3
+
+
+@pytest.mark.parametrize("base,kind", [("v3", "sequence"), ("v2", "token"), ("v2", None)])
+def test_export_loads_into_transformers(saved, base, kind):
+    """add_sequence_classifier / add_token_classifier on a base checkpoint (or none), then export_hf: the tensors
+    load into transformers' DebertaV2For{Sequence,Token}Classification (DebertaV2Model) strictly, and its outputs
+    equal encore's within 1e-5."""
+    path, model = saved[base]
+    enc = encore.AutoModel.load(path)
+    if kind:
+        getattr(enc, f"add_{kind}_classifier")(3, seed=5)
+    arch, tensors = enc.export_hf()
+    cls = getattr(T, f"DebertaV2For{kind.capitalize()}Classification") if kind else T.DebertaV2Model
+    assert arch == cls.__name__
+    ref = cls(T.DebertaV2Config(**BY_NAME[base][1], num_labels=3)).eval()
+    ref.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, strict=True)
+    ids, mask, types = batch(ref.config, LENGTHS, seed=8)
+    real = mask.astype(bool)
+    out = run_ref(ref, ids, mask, types)
+    want = (out.logits if kind else out.last_hidden_state).numpy()
+    got = np.asarray(enc(ids, mask, types, return_dict=True)["logits" if kind else "last_hidden_state"])
+    if got.ndim == 3:
+        got, want = got[real], want[real]
+    assert np.abs(want).max() > 1e-3  # a new head's logits are small (weights N(0, 0.02))
+    assert max_diff(got, want) <= TOL
+
+
+TEXTS = ["The film  was unbelievable!", "a", "", "  leading and trailing spaces  ", "tabs\tand\nnew\r\nlines",
+         "Déberta tokenizer: é vs e\u0301 (NFC), ü, 😀 unknown", "good, bad; GREAT - 3.14 $5 #tags @x [MASK] done",
+         "the " * 40]
+PAIRS = [("is the film good?", "The film was great."), ("a", "b c"), ("", "empty first")]
+
+
+def deberta_v3_tokenizer(**kwargs):
+    """transformers 5.23's DebertaV2Tokenizer (what DeBERTa-v3 checkpoints load: Unigram, normalizer Replace
+    (whitespace runs) + NFC + right Strip, Metaspace pre-tokenizer, [CLS] $A [SEP] ($B [SEP]) template) over a
+    small Unigram vocabulary of whole words, subwords and single characters with [PAD] 0, [CLS] 1, [SEP] 2,
+    [UNK] 3 as in DeBERTa-v3 and [MASK] last."""
+    import string
+    vocab = [("[PAD]", 0.0), ("[CLS]", 0.0), ("[SEP]", 0.0), ("[UNK]", 0.0), ("▁", -2.0)]
+    for w in "the a an is was film good bad great deberta token izer un believ able ing ed s er lead space".split():
+        vocab += [("▁" + w, -3.0 - 0.1 * len(w)), (w, -5.0 - 0.1 * len(w))]
+    vocab += [(ch, -8.0) for ch in string.ascii_letters + string.digits + string.punctuation + "éü"]
+    vocab.append(("[MASK]", 0.0))
+    return T.DebertaV2Tokenizer(vocab=vocab, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{}, dict(do_lower_case=True, split_by_punct=True)], ids=["v3", "lower-punct"])
+def test_tokenizer_matches_hf(tmp_path, kwargs):
+    """encore.Tokenizer on the tokenizer.json transformers writes for DeBERTa-v3: ids, token type ids and tokens
+    equal HF tokenizers' exactly, single texts and pairs."""
+    hf = deberta_v3_tokenizer(**kwargs)
+    hf.save_pretrained(tmp_path)
+    from tokenizers import Tokenizer as HfTokenizer
+    ref = HfTokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    got = encore.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for text in TEXTS:
+        a, b = got.encode(text), ref.encode(text)
+        assert a.ids == b.ids and a.tokens == b.tokens, (text, a.tokens, b.tokens)
+        assert a.ids == hf(text)["input_ids"]
+    for first, second in PAIRS:
+        a, b = got.encode(first, second), ref.encode(first, second)
+        assert (a.ids, a.type_ids) == (b.ids, b.type_ids), (first, second)
+    assert any(3 in ref.encode(t).ids for t in TEXTS)  # the unknown piece is exercised
+
+
+@pytest.fixture(scope="module")
+def st_dir(tmp_path_factory):
+    """A sentence-transformers directory: a DeBERTa-v3-shaped model (vocabulary of deberta_v3_tokenizer) + mean
+    pooling; (its path, the SentenceTransformer)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Pooling, Transformer
+    tok = deberta_v3_tokenizer()
+    torch.manual_seed(8)
+    model = T.DebertaV2Model(T.DebertaV2Config(**dict(V3, vocab_size=len(tok)))).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    root = tmp_path_factory.mktemp("st")
+    model.save_pretrained(root / "hf", safe_serialization=True)
+    tok.save_pretrained(root / "hf")
+    st = SentenceTransformer(modules=[Transformer(str(root / "hf"), max_seq_length=128), Pooling(32, pooling_mode="mean")],
+                             device="cpu")
+    st.save(str(root / "st"))
+    return root / "st", st
+
+
+def test_sentence_encoder_mean_pooling(st_dir):
+    """encore.SentenceEncoder vs SentenceTransformer.encode on that directory, texts of 3-42 tokens batched
+    together, within 1e-5."""
+    path, st = st_dir
+    texts = [t for t in TEXTS if t]
+    ref = st.encode(texts, batch_size=4)
+    got = encore.SentenceEncoder(str(path)).encode(texts, batch_size=4)
+    assert np.abs(ref).max() > 0.1
+    d = max_diff(got, ref)
+    print(f"sentence embeddings max abs diff {d:.2e}")
+    assert d <= TOL, f"sentence embeddings differ by {d:.2e}"
+
+
+def test_encore_train_writes_what_transformers_loads(st_dir, tmp_path):
+    """`encore train` fine-tunes the sentence encoder's DeBERTa for classification (a new ContextPooler head, 6
+    AdamW steps); transformers loads the checkpoint as DebertaV2ForSequenceClassification with no missing or
+    unexpected weight, and its logits equal encore's on the same directory within 1e-5; training moved them."""
+    import os
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[2]
+    binary = os.environ.get("ENCORE_BIN", str(root / "build" / "encore"))
+    path, _ = st_dir
+    rng = np.random.default_rng(0)
+    words = "good bad great awful fine terrible nice poor lovely horrible".split()
+    with open(tmp_path / "train.jsonl", "w") as f:
+        for _ in range(48):
+            w = int(rng.integers(len(words)))
+            f.write(json.dumps({"text": f"this film is {words[w]} and {words[int(rng.integers(len(words)))]}",
+                                "label": w % 2}) + "\n")
+    out = tmp_path / "out"
+    run = subprocess.run([binary, "train", "--model", str(path), "--data", str(tmp_path / "train.jsonl"), "--steps", "6",
+                          "--batch-size", "8", "--lr", "1e-3", "--output", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    ref, info = T.DebertaV2ForSequenceClassification.from_pretrained(str(out), output_loading_info=True)
+    assert not any(info.values()), info
+    ids, mask, types = batch(ref.config, LENGTHS, seed=3)
+    want = run_ref(ref.eval(), ids, mask, types).logits.numpy()
+    got = encore.AutoModel.load(str(out))(ids, mask, types, return_dict=True)["logits"]
+    assert np.abs(want).max() > 0.01
+    assert max_diff(got, want) <= TOL
+    before = T.DebertaV2Model.from_pretrained(str(path)).embeddings.word_embeddings.weight
+    assert float((ref.deberta.embeddings.word_embeddings.weight - before).abs().max()) > 1e-4
