@@ -265,6 +265,26 @@ void sinusoidal_positions_f32(float* out, int64_t start, int64_t T, int64_t C);
 // cos[p][i] = cos(angle), sin[p][i] = sin(angle), i < R/2 (HF's cos is cat(cos, cos) over the R dims).
 void rotary_cos_sin_f32(float* cos, float* sin, const int64_t* positions, int64_t n, int64_t rotary_dim,
                         double theta);
+// T5's relative-position buckets (transformers' T5Attention._relative_position_bucket; MPNet uses the same):
+// rel = key position - query position. Bidirectional: buckets [nb/2, nb) are for rel > 0 and |rel| is bucketed
+// into the other nb/2; unidirectional (a decoder): rel > 0 is bucket 0 and -rel is bucketed into nb. Of those n
+// buckets, |rel| < n/2 gets its own; beyond, max_exact + trunc(f32(log(f32(|rel|)/max_exact)) / f32(log(max_distance/
+// max_exact)) · (n - max_exact)), at most n - 1 (float32 steps, as torch computes them).
+int64_t relative_position_bucket(int64_t rel, bool bidirectional, int64_t num_buckets, int64_t max_distance);
+// Relative position bias (H, T, S) from a table (num_buckets, H) (T5's relative_attention_bias.weight):
+//   bias[h, i, j] = table[bucket(j - i), h]
+// The fast version buckets each of the T + S - 1 distances once and copies rows out of a per-head diagonal vector.
+void relative_position_bias_f32(float* bias, const float* table, int64_t H, int64_t T, int64_t S, int64_t num_buckets,
+                                int64_t max_distance, bool bidirectional);
+void relative_position_bias_f32_ref(float* bias, const float* table, int64_t H, int64_t T, int64_t S,
+                                    int64_t num_buckets, int64_t max_distance, bool bidirectional);
+// Its backward: dtable[bucket(j - i), h] += Σ_{i,j} dbias[h, i, j], summed in double. The fast version sums each
+// diagonal first (in i order), then the diagonals into their buckets in distance order; the reference adds element
+// by element.
+void relative_position_bias_backward_f32(float* dtable, const float* dbias, int64_t H, int64_t T, int64_t S,
+                                         int64_t num_buckets, int64_t max_distance, bool bidirectional);
+void relative_position_bias_backward_f32_ref(float* dtable, const float* dbias, int64_t H, int64_t T, int64_t S,
+                                             int64_t num_buckets, int64_t max_distance, bool bidirectional);
 // out = in·keep/(1-p) with keep ~ Bernoulli(1-p) from a counter-based RNG: keep[i] depends only on
 // (seed, offset+i), so the result is independent of how rows are split across threads. mask may be null.
 void dropout_f32(float* out, uint8_t* mask, const float* in, int64_t n, float p, uint64_t seed, uint64_t offset);

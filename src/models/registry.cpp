@@ -14,7 +14,9 @@
   X("mpnet", load_mpnet)          \
   X("modernbert", load_modernbert) \
   X("deberta-v2", load_deberta_v2) \
-  X("qwen3", load_qwen3)
+  X("qwen3", load_qwen3)           \
+  X("t5", load_t5)                \
+  X("mt5", load_t5)
 
 namespace encore::models {
 

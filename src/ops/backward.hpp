@@ -108,6 +108,11 @@ void disentangled_bias_backward(Tensor* dq, Tensor* dk, Tensor* dkr, Tensor* dqr
                                 const Tensor& q, const Tensor& k, const Tensor& kr, const Tensor& qr, int64_t heads,
                                 const RelativeRows& rel, float scale);
 
+// relative_position_bias_forward's backward: dtable (num_buckets, H) += dbias (H, T, S) summed per bucket
+// (dbias: e.g. attention_backward's d_attn_mask summed over every layer that added the bias).
+void relative_position_bias_backward(Tensor* dtable, const Tensor& dbias, int64_t max_distance,
+                                     bool bidirectional = true);
+
 namespace detail {
 // fn(i0, i1) over [0, n) with parallel_for (grain 1), with library GEMMs inside single-threaded whatever the
 // caller's thread count: inside the parallel region they are already, and where parallel_for runs fn on the

@@ -122,6 +122,12 @@ void disentangled_bias_forward(Tensor& bias, int64_t P, const std::vector<Disent
                                const Tensor& k, const Tensor& kr, const Tensor& qr, int64_t heads,
                                const RelativeRows& rel, float scale);
 
+// Relative position bias (T5): table (num_buckets, H) float32 -> (H, T, S), bias[h, i, j] = table[bucket(j - i), h]
+// with kernels::relative_position_bucket (bidirectional for an encoder). The result is attention's (H, T, S)
+// attn_mask, shared by every sequence of a batch.
+Tensor relative_position_bias_forward(const Tensor& table, int64_t T, int64_t S, int64_t max_distance,
+                                      bool bidirectional = true);
+
 // Rotary position embedding (kernels::KernelTable::rotary_f32, Hugging Face's rotate_half convention).
 // x (..., T, H, D) float32; cos, sin (T, R/2) shared by every leading index, or (..., T, R/2) with x's leading
 // dims; R = 2·cos.size(-1) must be even and <= D (the first R dims of each head rotate, the rest pass through).

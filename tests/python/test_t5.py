@@ -1,0 +1,401 @@
+"""T5 encoder (model_type "t5" / "mt5") against transformers 5.23's T5EncoderModel / MT5EncoderModel and the encoder
+of T5ForConditionalGeneration, run live on random checkpoints built here with save_pretrained (weights perturbed so
+no norm sits at 1), and sentence-t5 (Transformer + mean Pooling + Dense without bias + Normalize) through
+encore.SentenceEncoder against sentence-transformers.
+
+Configurations: feed_forward_proj "relu" (DenseReluDense wi/wo), "gated-gelu" (gelu_new, wi_0 gate, wi_1 up) and
+"gated-silu"; T5 v1.1 / mT5 shapes where heads·d_kv != d_model; relative_attention_num_buckets /
+relative_attention_max_distance 8/20 (sequences of 23 tokens reach the clamped last bucket) and 32/128 (the
+log-spaced buckets); a full T5ForConditionalGeneration checkpoint whose decoder encore ignores.
+
+Tolerances: last_hidden_state and every hidden_states entry within 1e-5 max abs (fp32), on every position of a
+padded mixed-length batch (transformers computes padded positions too: their keys are masked, every row has a real
+key) and, padding-free, on real positions with exact zeros at padding. Gradients: every parameter within 1e-4
+relative per tensor vs torch autograd. bf16 cosine >= 0.999, int8 >= 0.995 to fp32 per token.
+"""
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+
+import encore
+
+TOL = 1e-5
+
+SMALL = dict(vocab_size=120, d_model=32, d_kv=8, d_ff=48, num_layers=3, num_heads=4, relative_attention_num_buckets=8,
+             relative_attention_max_distance=20, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+LENGTHS = [17, 9, 1, 23]
+
+# (name, config class, config kwargs, model class)
+CASES = [
+    ("relu", T.T5Config, dict(SMALL, feed_forward_proj="relu"), T.T5EncoderModel),
+    ("gated-gelu", T.T5Config, dict(SMALL, d_kv=12, num_heads=3, d_ff=40, feed_forward_proj="gated-gelu",
+                                    relative_attention_num_buckets=32, relative_attention_max_distance=128),
+     T.T5EncoderModel),
+    ("gated-silu", T.T5Config, dict(SMALL, num_heads=2, feed_forward_proj="gated-silu"), T.T5EncoderModel),
+    ("mt5", T.MT5Config, dict(SMALL, d_kv=6, num_heads=5, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
+     T.MT5EncoderModel),
+    ("full-t5", T.T5Config, dict(SMALL, num_decoder_layers=2, feed_forward_proj="gated-gelu"),
+     T.T5ForConditionalGeneration),
+]
+BY_NAME = {c[0]: c for c in CASES}
+
+
+def perturbed(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """name -> (directory, torch model in eval mode)."""
+    out = {}
+    for i, (name, cfg_cls, kwargs, cls) in enumerate(CASES):
+        torch.manual_seed(300 + i)
+        model = perturbed(cls(cfg_cls(**kwargs, attn_implementation="eager")))
+        d = tmp_path_factory.mktemp(name)
+        model.save_pretrained(d, safe_serialization=True)
+        out[name] = (str(d), model)
+    return out
+
+
+def encoder_of(model):
+    return model.encoder if isinstance(model, T.T5ForConditionalGeneration) else model
+
+
+def batch(cfg, lengths, seed):
+    rng = np.random.default_rng(seed)
+    ids = np.full((len(lengths), max(lengths)), cfg.pad_token_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for b, n in enumerate(lengths):
+        ids[b, :n] = rng.integers(2, cfg.vocab_size, n)
+        mask[b, :n] = 1
+    return ids, mask
+
+
+def max_diff(a, b):
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max())
+
+
+@pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "padding-free"])
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_matches_transformers(saved, name, skip_padding):
+    path, model = saved[name]
+    cfg = model.config
+    enc = encore.AutoModel.load(path)
+    assert enc.config["model_type"] == cfg.model_type
+    ids, mask = batch(cfg, LENGTHS, seed=len(name))
+    with torch.no_grad():
+        ref = encoder_of(model)(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                                output_hidden_states=True)
+    got = enc(ids, mask, return_dict=True, output_hidden_states=True, skip_padding=skip_padding)
+    real = mask.astype(bool)
+    compared = real if skip_padding else np.ones_like(real)
+
+    def compare(a, b, what):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape, f"{name}: {what} shape {a.shape} vs {b.shape}"
+        if skip_padding:
+            assert np.all(a[~real] == 0), f"{name}: {what} not 0 at padded positions"
+        d = max_diff(a[compared], b[compared])
+        assert d <= TOL, f"{name}: {what} max abs diff {d:.2e}"
+
+    assert np.abs(ref.last_hidden_state.numpy()).max() > 0.1  # a real signal
+    compare(got["last_hidden_state"], ref.last_hidden_state.numpy(), "last_hidden_state")
+    assert len(got["hidden_states"]) == len(ref.hidden_states) == cfg.num_layers + 1
+    for i, (a, b) in enumerate(zip(got["hidden_states"], ref.hidden_states)):
+        compare(a, b.numpy(), f"hidden_states[{i}]")
+
+
+def test_attentions_and_sequence_alone(saved):
+    """Per layer (B, heads, T, T) probabilities on real keys; each sequence alone equals itself in the batch."""
+    path, model = saved["relu"]
+    enc = encore.AutoModel.load(path)
+    ids, mask = batch(model.config, [15, 6], seed=3)
+    with torch.no_grad():
+        ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), output_attentions=True)
+    got = enc(ids, mask, output_attentions=True)
+    assert len(got["attentions"]) == len(ref.attentions) == model.config.num_layers
+    real = mask.astype(bool)
+    for i, (a, b) in enumerate(zip(got["attentions"], ref.attentions)):
+        a, b = np.asarray(a), b.numpy()
+        assert a.shape == b.shape
+        for s in range(a.shape[0]):
+            assert max_diff(a[s][:, real[s]], b[s][:, real[s]]) <= TOL, f"layer {i} sequence {s}"
+    together = enc(ids, mask)
+    for b, n in enumerate([15, 6]):
+        assert max_diff(enc(ids[b:b + 1, :n])[0], together[b, :n]) <= TOL
+
+
+SENSITIVITY = [  # each config rule moves the output far beyond the tolerance, so the parity above tests it
+    ("buckets", dict(relative_attention_num_buckets=16)),
+    ("max-distance", dict(relative_attention_max_distance=10)),
+    ("epsilon", dict(layer_norm_epsilon=0.3)),
+]
+
+
+def write_config(src: str, dst: pathlib.Path, **changes) -> str:
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return str(dst)
+
+
+@pytest.mark.parametrize("changes", [c[1] for c in SENSITIVITY], ids=[c[0] for c in SENSITIVITY])
+def test_each_rule_matters(saved, tmp_path, changes):
+    path, model = saved["relu"]
+    ids, mask = batch(model.config, LENGTHS, seed=11)
+    with torch.no_grad():
+        ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state.numpy()
+    if "relative_attention_num_buckets" in changes:  # the table must keep its shape: pad it with new rows
+        from safetensors.numpy import load_file, save_file
+        dst = write_config(path, tmp_path / "m", **changes)
+        w = load_file(f"{dst}/model.safetensors")
+        name = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+        w[name] = np.concatenate([w[name], w[name][::-1]])
+        save_file(w, f"{dst}/model.safetensors", metadata={"format": "pt"})
+    else:
+        dst = write_config(path, tmp_path / "m", **changes)
+    real = mask.astype(bool)  # the default padding-free forward gives zeros at padding
+    assert max_diff(encore.AutoModel.load(path)(ids, mask)[real], ref[real]) <= TOL
+    assert max_diff(encore.AutoModel.load(dst)(ids, mask)[real], ref[real]) > 100 * TOL
+
+
+ERRORS = [
+    ("proj", dict(feed_forward_proj="gated-gelu-x"), "feed_forward_proj 'gated-gelu-x'"),
+    ("act", dict(feed_forward_proj="quick_gelu"), "feed_forward_proj 'quick_gelu'"),
+    ("decoder", dict(is_decoder=True), "is_decoder"),
+    ("distance", dict(relative_attention_max_distance=2), "relative_attention_max_distance 2"),
+]
+
+
+@pytest.mark.parametrize("changes,message", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
+def test_unsupported_config_is_refused(saved, tmp_path, changes, message):
+    path = write_config(saved["relu"][0], tmp_path / "m", **changes)
+    with pytest.raises(encore.Error, match=message) as e:
+        encore.AutoModel.load(path)
+    assert "config.json" in str(e.value)
+
+
+def test_missing_weight_and_bad_inputs(saved, tmp_path):
+    from safetensors.numpy import load_file, save_file
+    path = write_config(saved["relu"][0], tmp_path / "m")
+    weights = load_file(f"{path}/model.safetensors")
+    del weights["encoder.block.2.layer.1.DenseReluDense.wo.weight"]
+    save_file(weights, f"{path}/model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(encore.Error, match="encoder.block.2.layer.1.DenseReluDense.wo.weight"):
+        encore.AutoModel.load(path)
+    enc = encore.AutoModel.load(saved["relu"][0])
+    with pytest.raises(encore.Error, match="input_ids"):
+        enc(np.full((1, 4), 120, dtype=np.int64))  # vocab_size 120
+    enc.train()
+    with pytest.raises(encore.Error, match="d_pooler given but t5 has no pooler"):
+        enc(np.ones((1, 4), dtype=np.int64))
+        enc.backward(d_pooler_output=np.ones((1, 32), np.float32))
+
+
+@pytest.mark.parametrize("dtype,floor", [("bfloat16", 0.999), ("int8", 0.995)])
+def test_bf16_int8_close_to_fp32(saved, dtype, floor):
+    """The blocks' GEMMs in bf16 / int8: every real token's vector within cosine `floor` of fp32's, and not fp32's
+    bits (the dtype ran)."""
+    for name in ["relu", "gated-gelu"]:
+        path, model = saved[name]
+        ids, mask = batch(model.config, LENGTHS, seed=1)
+        real = mask.astype(bool)
+        a = np.asarray(encore.AutoModel.load(path, dtype=dtype)(ids, mask))[real]
+        b = np.asarray(encore.AutoModel.load(path)(ids, mask))[real]
+        cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+        assert cos.min() >= floor, f"{name} {dtype}: min cosine {cos.min():.6f}"
+        assert max_diff(a, b) > 1e-5, f"{name} {dtype}: identical to fp32, the dtype did not apply"
+
+
+GRAD_REL = 1e-4
+
+
+@pytest.fixture
+def _torch_grad():
+    with torch.enable_grad():
+        yield
+
+
+@pytest.mark.parametrize("name", ["relu", "gated-gelu", "mt5"])
+def test_every_parameter_gradient_matches_torch_autograd(saved, name, _torch_grad):
+    """Training: one padded batch, dropout 0 on both sides (torch in eval mode, encore set_dropout(0)), loss =
+    sum(R * last_hidden_state) with a fixed random R on the real tokens; the loss and EVERY parameter gradient
+    (relative_attention_bias's included: attention's dScores summed over all blocks, scattered by bucket) vs torch
+    autograd within 1e-4 relative per tensor, max|g - g_ref| / max|g_ref|."""
+    import copy
+    path, model = saved[name]
+    ref = copy.deepcopy(model).eval()
+    enc = encore.AutoModel.load(path).train()
+    enc.set_dropout(0.0)
+    params = enc.parameters_module()
+    ids, mask = batch(ref.config, LENGTHS, seed=21)
+    real = mask.astype(bool)
+    out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
+    r = np.random.default_rng(4).standard_normal(tuple(out.shape)).astype(np.float32)
+    r[~real] = 0
+    (out * torch.from_numpy(r)).sum().backward()
+    params.zero_grad()
+    got = np.asarray(enc(ids, mask, return_dict=True)["last_hidden_state"])
+    want = out.detach().numpy()
+    assert abs(float((got * r).sum()) - float((want * r).sum())) <= GRAD_REL * float(np.abs(want * r).sum())
+    enc.backward(d_last_hidden_state=r)
+    hf = {n: p for n, p in ref.named_parameters() if n != "lm_head.weight"}  # mT5's untied head: not the encoder
+    covered = set()
+    for n, g in params.grads().items():
+        covered.add(n)
+        w = hf[n].grad.numpy()
+        assert g.shape == w.shape, n
+        assert np.abs(w).max() > 0, f"{name} {n}: reference gradient is zero - the test would not see a wrong one"
+        d = float(np.abs(g - w).max() / np.abs(w).max())
+        assert d <= GRAD_REL, f"{name} {n}: gradient rel diff {d:.2e}"
+    assert covered == set(hf), f"not compared: {sorted(set(hf) ^ covered)}"
+
+
+def test_gradient_checkpointing_and_dropout(saved):
+    """Dropout 0.2 at every site: the same seed gives bitwise the same output and gradients with and without
+    gradient checkpointing, and dropout does act (the output differs from eval)."""
+    path, model = saved["gated-gelu"]
+    ids, mask = batch(model.config, LENGTHS, seed=13)
+    r = np.random.default_rng(2).standard_normal((len(LENGTHS), max(LENGTHS), model.config.d_model)).astype(np.float32)
+    runs = []
+    for checkpointing in [False, True]:
+        enc = encore.AutoModel.load(path).train()
+        enc.set_dropout(0.2)
+        enc.gradient_checkpointing = checkpointing
+        params = enc.parameters_module()
+        params.zero_grad()
+        encore.manual_seed(123)
+        out = np.asarray(enc(ids, mask, return_dict=True)["last_hidden_state"])
+        enc.backward(d_last_hidden_state=r)
+        runs.append((out, {n: np.array(g) for n, g in params.grads().items()}))
+    (o0, g0), (o1, g1) = runs
+    np.testing.assert_array_equal(o0, o1)
+    assert g0.keys() == g1.keys()
+    for n in g0:
+        np.testing.assert_array_equal(g0[n], g1[n], err_msg=n)
+    assert max_diff(o0, encore.AutoModel.load(path)(ids, mask)) > 1e-3
+
+
+@pytest.mark.parametrize("name", ["gated-gelu", "full-t5"])
+def test_export_loads_into_transformers(saved, tmp_path, name):
+    """export_hf after every parameter moved (load_state_dict): written as model.safetensors next to the config,
+    transformers' T5EncoderModel loads it with nothing missing or unexpected (a full T5 checkpoint exports its
+    encoder), and its output equals encore's within 1e-5."""
+    from safetensors.numpy import save_file
+    path, model = saved[name]
+    enc = encore.AutoModel.load(path).train()  # train() copies the mapped weights into writable memory
+    enc.train(False)
+    params = enc.parameters_module()
+    rng = np.random.default_rng(6)
+    # move every parameter, so a stale name or a stale copy would show
+    params.load_state_dict({k: np.asarray(v) + rng.standard_normal(np.shape(v)).astype(np.float32) * 0.02
+                            for k, v in params.state_dict().items()})
+    arch, tensors = enc.export_hf()
+    assert arch == "T5EncoderModel"
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp_path / "model.safetensors"),
+              metadata={"format": "pt"})
+    cfg = json.loads((pathlib.Path(path) / "config.json").read_text())
+    cfg["architectures"] = [arch]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    back, info = T.T5EncoderModel.from_pretrained(str(tmp_path), output_loading_info=True, attn_implementation="eager")
+    assert not any(info.values()), info
+    ids, mask = batch(model.config, LENGTHS, seed=8)
+    with torch.no_grad():
+        want = back.eval()(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
+    got = enc(ids, mask, skip_padding=False)
+    assert max_diff(got, want.numpy()) <= TOL
+    with torch.no_grad():
+        old = encoder_of(model)(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
+    assert max_diff(got, old.last_hidden_state.numpy()) > 100 * TOL  # the changed weights were exported
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tokenizer and sentence-t5
+# ---------------------------------------------------------------------------------------------------------------
+TEXTS = ["a", "Sentence-T5 pools the encoder's tokens by their mean.", "relative position buckets " * 9,
+         "short  text   with spaces", "Ünïcödé  ｆｕｌｌｗｉｄｔｈ ①② and émojis 🙂", "the final layer norm is RMS " * 4]
+
+
+@pytest.fixture(scope="module")
+def t5_tokenizer(tmp_path_factory):
+    """A T5-shaped tokenizer.json trained here: Unigram (pad 0, </s> 1, <unk> 2 as T5's), normalizer Precompiled (a
+    real SentencePiece nmt_nfkc charsmap) + Replace(' {2,}', ' '), pre-tokenizer WhitespaceSplit + Metaspace,
+    TemplateProcessing appending </s>; saved with transformers' PreTrainedTokenizerFast (tokenizer.json and
+    tokenizer_config.json). Returns (directory, tokenizers.Tokenizer)."""
+    import sys
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+    from trained_tokenizers import CHARSMAP, training_texts
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.Precompiled(CHARSMAP.read_bytes()),
+                                           normalizers.Replace(Regex(" {2,}"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                 pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")])
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.train_from_iterator(training_texts(TEXTS), trainers.UnigramTrainer(
+        vocab_size=600, show_progress=False, unk_token="<unk>", special_tokens=["<pad>", "</s>", "<unk>"]))
+    assert [tok.token_to_id(t) for t in ["<pad>", "</s>", "<unk>"]] == [0, 1, 2]
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
+                                                       special_tokens=[("</s>", 1)])
+    d = tmp_path_factory.mktemp("t5tok")
+    T.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+                              model_max_length=512).save_pretrained(str(d))
+    return d, Tokenizer.from_file(str(d / "tokenizer.json"))
+
+
+def test_tokenizer_ids_match_hf_tokenizers(t5_tokenizer):
+    """encore.Tokenizer on that tokenizer.json: ids, tokens and offsets equal HF tokenizers' on every text (</s>
+    appended), pairs too."""
+    d, tok = t5_tokenizer
+    ours = encore.Tokenizer.load(str(d / "tokenizer.json"))
+    for text in TEXTS:
+        want, got = tok.encode(text), ours.encode(text)
+        assert list(got.ids) == want.ids and want.ids[-1] == 1, text
+        assert list(got.tokens) == want.tokens, text
+        assert [tuple(o) for o in got.offsets] == [tuple(o) for o in want.offsets], text
+    want, got = tok.encode(TEXTS[1], TEXTS[3]), ours.encode(TEXTS[1], TEXTS[3])
+    assert list(got.ids) == want.ids
+
+
+@pytest.fixture(scope="module")
+def sentence_t5(t5_tokenizer, tmp_path_factory):
+    """A sentence-t5 directory (Transformer(T5EncoderModel, gated-gelu) + Pooling mean + Dense(32 -> 24, no bias,
+    Identity) + Normalize) saved by sentence-transformers; (its path, the SentenceTransformer)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Dense, Normalize, Pooling, Transformer
+    tok_dir, tok = t5_tokenizer
+    torch.manual_seed(17)
+    cfg = T.T5Config(**dict(SMALL, vocab_size=tok.get_vocab_size(), d_kv=12, num_heads=3, feed_forward_proj="gated-gelu",
+                            relative_attention_num_buckets=32, relative_attention_max_distance=128))
+    root = tmp_path_factory.mktemp("st5")
+    perturbed(T.T5EncoderModel(cfg)).save_pretrained(root / "hf", safe_serialization=True)
+    for f in tok_dir.iterdir():
+        shutil.copy(f, root / "hf" / f.name)
+    st = SentenceTransformer(modules=[Transformer(str(root / "hf"), max_seq_length=64), Pooling(32, pooling_mode="mean"),
+                                      Dense(32, 24, bias=False, activation_function=torch.nn.Identity()), Normalize()],
+                             device="cpu")
+    st.save(str(root / "st"))
+    return root / "st", st
+
+
+def test_sentence_t5_matches_sentence_transformers(sentence_t5):
+    """encore.SentenceEncoder vs SentenceTransformer.encode on that directory: within 1e-5 max abs (unit vectors)."""
+    path, st = sentence_t5
+    ref = st.encode(TEXTS, batch_size=4)
+    assert ref.shape == (len(TEXTS), 24)
+    got = encore.SentenceEncoder(str(path)).encode(TEXTS, batch_size=4)
+    d = max_diff(got, ref)
+    assert d <= TOL, f"sentence embeddings differ by {d:.2e}"
