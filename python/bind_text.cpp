@@ -180,6 +180,15 @@ void bind_text(py::module_& m) {
       .def_readonly("attention_mask", &encore::Encoding::attention_mask, "1 for real tokens, 0 for padding")
       .def_readonly("special_tokens_mask", &encore::Encoding::special_tokens_mask,
                     "1 for added special tokens ([CLS], [SEP], padding), 0 for tokens of the text")
+      .def_property_readonly(
+          "word_ids",
+          [](const encore::Encoding& e) {
+            py::list out;
+            for (int64_t w : e.word_ids) out.append(w < 0 ? py::object(py::none()) : py::object(py::int_(w)));
+            return out;
+          },
+          "the word (pre-tokenizer split) of its sequence each token came from, None for special tokens and padding "
+          "(tokenizers.Encoding.word_ids)")
       .def_readonly("overflowing", &encore::Encoding::overflowing,
                     "the windows truncation cut off (enable_truncation; stride tokens shared with the window before), "
                     "each with its special tokens, as tokenizers.Encoding.overflowing")

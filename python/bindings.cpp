@@ -461,6 +461,7 @@ PYBIND11_MODULE(_encore, m) {
   bind_models(m);
   bind_text(m);
   bind_token_classifier(m);
+  bind_question_answerer(m);
   bind_pipelines(m);
   bind_train(m);
   bind_functional(m);

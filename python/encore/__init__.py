@@ -1,13 +1,13 @@
 """encore: a C++ Transformer encoder engine.
 
-encore.SentenceEncoder, encore.CrossEncoder, encore.TextClassifier, encore.TokenClassifier, encore.FillMask, encore.SparseEncoder, encore.AutoModel and encore.Tokenizer load Hugging Face /
+encore.SentenceEncoder, encore.CrossEncoder, encore.TextClassifier, encore.TokenClassifier, encore.QuestionAnswerer, encore.FillMask, encore.SparseEncoder, encore.AutoModel and encore.Tokenizer load Hugging Face /
 sentence-transformers model directories; encore.nn is a numpy twin of torch.nn's Transformer modules;
 encore.functional holds stateless forward/backward op pairs (rotary embedding, gated activations); encore.integrations adapts
 SentenceEncoder to LangChain, LlamaIndex and Haystack.
 """
 import functools
 
-from ._encore import (AutoModel, CrossEncoder, Encoding, Error, FillMask, SentenceEncoder, SparseEncoder, TextClassifier, TokenClassifier,
+from ._encore import (AutoModel, CrossEncoder, Encoding, Error, FillMask, QuestionAnswerer, SentenceEncoder, SparseEncoder, TextClassifier, TokenClassifier,
                       Tokenizer, __version__,
                       default_model_dir, get_num_threads, manual_seed, memory_stats, quantize_embeddings,
                       runtime_info, set_default_model_dir, set_num_threads)
@@ -28,7 +28,7 @@ train_classifier = functools.partial(train, task="classification")  # encore tra
 train_embedding = functools.partial(train, task="embedding")  # encore train --task embedding
 
 __all__ = ["AutoModel", "CrossEncoder", "Encoding", "Error", "FillMask", "InputError", "InternalError", "ModelFormatError", "NonFiniteError",
-           "ResourceError", "UsageError", "SentenceEncoder", "SparseEncoder", "TextClassifier", "TokenClassifier", "Tokenizer", "__version__", "default_model_dir",
+           "ResourceError", "UsageError", "QuestionAnswerer", "SentenceEncoder", "SparseEncoder", "TextClassifier", "TokenClassifier", "Tokenizer", "__version__", "default_model_dir",
            "get_num_threads", "manual_seed", "memory_stats", "quantize_embeddings", "runtime_info", "set_default_model_dir",
            "set_num_threads", "nn", "functional", "losses", "optim", "train", "train_classifier", "train_embedding",
            "embedding_loss_backward"]

@@ -8,28 +8,11 @@
 #include <numeric>
 
 #include "io/json_file.hpp"
+#include "models/model.hpp"
 
 namespace encore {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// tokenizer_config.json's (else special_tokens_map.json's) mask_token: a string or an AddedToken {"content": ...}.
-std::string configured_mask_token(const fs::path& dir) {
-  for (const char* name : {"tokenizer_config.json", "special_tokens_map.json"}) {
-    const fs::path file = dir / name;
-    if (!fs::exists(file)) continue;
-    const nlohmann::json j = io::read_json_file(file);
-    const io::JsonAt root(j, file.string());
-    if (!j.is_object() || !root.has("mask_token")) continue;
-    const io::JsonAt m = root["mask_token"];
-    return m.json().is_object() ? m["content"].str() : m.str();
-  }
-  return "";
-}
-
-}  // namespace
 
 FillMask::FillMask(SentenceEncoder encoder, std::string mask_token, int64_t mask_token_id)
     : encoder_(std::move(encoder)), mask_token_(std::move(mask_token)), mask_token_id_(mask_token_id) {}
@@ -40,7 +23,7 @@ FillMask FillMask::load(const std::string& model_dir, DType dtype) {
   if (info.head != "masked_lm")
     throw ModelFormatError("'" + model_dir + "' is a " + (info.architecture.empty() ? info.model_type : info.architecture) +
                            " checkpoint without a masked-LM head; fill-mask needs a *ForMaskedLM checkpoint");
-  std::string mask = configured_mask_token(model_dir);
+  std::string mask = models::configured_special_token(model_dir, "mask_token");
   const Tokenizer& tok = enc.tokenizer();
   if (mask.empty())
     for (const char* guess : {"[MASK]", "<mask>"})

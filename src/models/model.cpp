@@ -501,6 +501,29 @@ void read_labels(const HfConfig& cfg, ModelInfo& info) {
                                 1, 1 << 20);
 }
 
+std::optional<int64_t> read_model_max_length(const std::string& model_dir) {
+  const std::filesystem::path file = std::filesystem::path(model_dir) / "tokenizer_config.json";
+  if (!std::filesystem::exists(file)) return std::nullopt;
+  const nlohmann::json j = io::read_json_file(file);
+  if (!j.contains("model_max_length") || !j["model_max_length"].is_number()) return std::nullopt;
+  const double v = j["model_max_length"].get<double>();
+  if (!(v >= 1) || v > 1e15) return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+
+std::string configured_special_token(const std::string& model_dir, const std::string& name) {
+  for (const char* file_name : {"tokenizer_config.json", "special_tokens_map.json"}) {
+    const std::filesystem::path file = std::filesystem::path(model_dir) / file_name;
+    if (!std::filesystem::exists(file)) continue;
+    const nlohmann::json j = io::read_json_file(file);
+    const io::JsonAt root(j, file.string());
+    if (!j.is_object() || !root.has(name.c_str())) continue;
+    const io::JsonAt m = root[name.c_str()];
+    return m.json().is_object() ? m["content"].str() : m.str();
+  }
+  return "";
+}
+
 void read_question_answering_labels(const HfConfig& cfg, ModelInfo& info) {
   ModelInfo labels;
   read_labels(cfg, labels);

@@ -354,6 +354,11 @@ double classifier_dropout(const HfConfig& cfg);
 nn::Linear take_linear(Weights& w, const std::string& name, int64_t out, int64_t in);
 // Fills info.head / num_labels / id2label from config.json.
 void read_labels(const HfConfig& cfg, ModelInfo& info);
+// What the pipelines read of tokenizer_config.json: model_max_length (nullopt when unset or absurd: transformers then
+// uses a huge number, i.e. no limit), and a special token by name ("mask_token", "cls_token"; a string or an
+// AddedToken {"content": ...}; else special_tokens_map.json's; "" when neither names it).
+std::optional<int64_t> read_model_max_length(const std::string& model_dir);
+std::string configured_special_token(const std::string& model_dir, const std::string& name);
 // A *ForQuestionAnswering head's outputs: config.json's num_labels (id2label) must be 2, start and end logits, as
 // transformers splits them; info.num_labels = 2, id2label left empty.
 void read_question_answering_labels(const HfConfig& cfg, ModelInfo& info);

@@ -11,6 +11,7 @@
 
 #include "encore/sentence_encoder.hpp"
 #include "io/json_file.hpp"
+#include "models/model.hpp"
 
 namespace encore {
 
@@ -57,18 +58,6 @@ int64_t count_code_points(std::string_view s) {
 }
 
 int64_t argmax(const float* x, int64_t n) { return std::max_element(x, x + n) - x; }
-
-// The tokenizer's model_max_length (tokenizer_config.json), which the pipeline truncates to; nullopt when unset
-// (transformers then uses a huge number: no truncation).
-std::optional<int64_t> read_model_max_length(const std::string& model_dir) {
-  const fs::path file = fs::path(model_dir) / "tokenizer_config.json";
-  if (!fs::exists(file)) return std::nullopt;
-  const nlohmann::json j = io::read_json_file(file);
-  if (!j.contains("model_max_length") || !j["model_max_length"].is_number()) return std::nullopt;
-  const double v = j["model_max_length"].get<double>();
-  if (!(v >= 1) || v > 1e15) return std::nullopt;
-  return static_cast<int64_t>(v);
-}
 
 class Postprocess {
  public:
@@ -236,7 +225,7 @@ TokenClassifier TokenClassifier::load(const std::string& model_dir, DType dtype)
   // The pipeline calls the tokenizer with truncation=True and no padding: tokenizer.json's own settings do not apply.
   tok.set_padding(std::nullopt);
   TruncationOptions trunc;
-  trunc.max_length = std::min(read_model_max_length(model_dir).value_or(kMaxTokens), model.max_sequence_length());
+  trunc.max_length = std::min(models::read_model_max_length(model_dir).value_or(kMaxTokens), model.max_sequence_length());
   tok.set_truncation(trunc);
   return TokenClassifier(std::move(model), std::move(tok), std::move(labels));
 }

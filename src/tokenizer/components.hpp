@@ -132,7 +132,7 @@ int char_to_byte(char32_t c);
 void byte_level_map(NormalizedString& s);
 
 // fn(a.field, b.field) for every per-token field of an Encoding (ids, type ids, tokens, offsets, the masks,
-// sequence ids), so code that reshapes tokens cannot forget one. B: Encoding or const Encoding.
+// sequence ids, word ids), so code that reshapes tokens cannot forget one. B: Encoding or const Encoding.
 template <typename B, typename Fn>
 void for_each_token_field(Encoding& a, B& b, Fn&& fn) {
   fn(a.ids, b.ids);
@@ -142,6 +142,7 @@ void for_each_token_field(Encoding& a, B& b, Fn&& fn) {
   fn(a.special_tokens_mask, b.special_tokens_mask);
   fn(a.attention_mask, b.attention_mask);
   fn(a.sequence_ids, b.sequence_ids);
+  fn(a.word_ids, b.word_ids);
 }
 
 // Appends e's tokens (every per-token field) after out's; e is moved from.

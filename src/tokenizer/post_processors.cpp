@@ -106,6 +106,7 @@ void push_special(Encoding& out, int64_t id, const std::string& token, int64_t t
   out.special_tokens_mask.push_back(1);
   out.attention_mask.push_back(1);
   out.sequence_ids.push_back(-1);
+  out.word_ids.push_back(-1);
 }
 
 void set_type_ids(Encoding& e, int64_t t) { e.type_ids.assign(e.size(), t); }

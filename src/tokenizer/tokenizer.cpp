@@ -46,8 +46,10 @@ class TokenizerImpl {
     e.ids.reserve(pts.splits.size());
     e.tokens.reserve(pts.splits.size());
     e.offsets.reserve(pts.splits.size());
+    e.word_ids.reserve(pts.splits.size());
     std::vector<tok::Token> tokens;  // one split's, reused
-    for (tok::Split& s : pts.splits) {
+    for (size_t word = 0; word < pts.splits.size(); ++word) {  // a word is a pre-tokenizer split (HF's word index)
+      tok::Split& s = pts.splits[word];
       tokens.clear();
       if (s.tokens)
         tokens = std::move(*s.tokens);
@@ -58,6 +60,7 @@ class TokenizerImpl {
         e.ids.push_back(t.id);
         e.tokens.push_back(std::move(t.value));
         e.offsets.emplace_back(static_cast<int64_t>(o.first), static_cast<int64_t>(o.second));
+        e.word_ids.push_back(static_cast<int64_t>(word));
       }
     }
     e.type_ids.assign(e.ids.size(), type_id);
@@ -78,20 +81,46 @@ class TokenizerImpl {
       if (n_added <= truncation->max_length) {
         TruncationOptions t = *truncation;
         t.max_length -= n_added;
+        const bool only_one = t.strategy == TruncationStrategy::only_first || t.strategy == TruncationStrategy::only_second;
         if (t.return_overflowing && !pair && t.strategy != TruncationStrategy::only_second)
           split_with_overflow(first, t.max_length, t.stride, t.direction);
+        else if (t.return_overflowing && pair && only_one && t.max_length > 0)
+          split_pair_with_overflow(first, *pair, t);
         else
           truncate(first, pair, t);
       }
     }
     // The windows past the first are finished as sequences of their own (special tokens, padding), as HF's
-    // post-processors finish each overflowing encoding.
-    std::vector<Encoding> overflowing = std::move(first.overflowing);
+    // post-processors finish each overflowing encoding; a pair's windows of one member each go with the whole other
+    // member (HF's Encoding::merge_with of the processed encodings).
+    std::vector<Encoding> first_windows = std::move(first.overflowing), pair_windows;
     first.overflowing.clear();
+    if (pair) {
+      pair_windows = std::move(pair->overflowing);
+      pair->overflowing.clear();
+    }
+    const Encoding first_whole = pair_windows.empty() ? Encoding() : first;
+    const std::optional<Encoding> pair_whole = first_windows.empty() ? std::nullopt : pair;
     Encoding out = finish(std::move(first), std::move(pair), add_special_tokens, texts);
-    for (Encoding& window : overflowing)
-      out.overflowing.push_back(finish(std::move(window), std::nullopt, add_special_tokens, texts));
+    for (Encoding& window : first_windows)
+      out.overflowing.push_back(finish(std::move(window), pair_whole, add_special_tokens, texts));
+    for (Encoding& window : pair_windows)
+      out.overflowing.push_back(finish(first_whole, std::move(window), add_special_tokens, texts));
     return out;
+  }
+
+  // only_first / only_second truncation of a pair with overflow (HF's truncate_encodings with a stride): the member
+  // to truncate is cut into windows of (its length - the excess) tokens, overlapping by t.stride.
+  static void split_pair_with_overflow(Encoding& a, Encoding& b, const TruncationOptions& t) {
+    const int64_t total = static_cast<int64_t>(a.size() + b.size());
+    if (total <= t.max_length) return;
+    const int64_t to_remove = total - t.max_length;
+    Encoding& target = t.strategy == TruncationStrategy::only_second ? b : a;
+    const int64_t n = static_cast<int64_t>(target.size());
+    if (n <= to_remove)
+      throw Error(detail::concat("truncation: the sequence to truncate has ", n, " tokens, too short to remove ",
+                                 to_remove, " and respect max_length ", t.max_length));
+    split_with_overflow(target, n - to_remove, t.stride, t.direction);
   }
 
   Encoding finish(Encoding first, std::optional<Encoding> pair, bool add_special_tokens,
@@ -236,6 +265,7 @@ class TokenizerImpl {
       grow(e.special_tokens_mask, int64_t{1});
       grow(e.attention_mask, int64_t{0});
       grow(e.sequence_ids, int64_t{-1});
+      grow(e.word_ids, int64_t{-1});
     }
   }
 };

@@ -10,7 +10,7 @@ from . import nn
 from . import optim
 from . import losses
 from . import functional
-__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'FillMask', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'ResourceError', 'SentenceEncoder', 'SparseEncoder', 'TextClassifier', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
+__all__: list[str] = ['AutoModel', 'CrossEncoder', 'Encoding', 'Error', 'FillMask', 'InputError', 'InternalError', 'ModelFormatError', 'NonFiniteError', 'QuestionAnswerer', 'ResourceError', 'SentenceEncoder', 'SparseEncoder', 'TextClassifier', 'TokenClassifier', 'Tokenizer', 'UsageError', 'default_model_dir', 'embedding_loss_backward', 'functional', 'get_num_threads', 'losses', 'manual_seed', 'memory_stats', 'nn', 'optim', 'quantize_embeddings', 'runtime_info', 'set_default_model_dir', 'set_num_threads', 'train']
 class Error(ValueError):
     """
     What encore raises (a ValueError): the message names the file, field or argument and what is allowed; the subclasses say whose fault it is (docs/errors.md).
@@ -153,6 +153,11 @@ class Encoding:
     def type_ids(self) -> list[int]:
         """
         segment ids: 0 for the first text, 1 for the pair
+        """
+    @property
+    def word_ids(self) -> list:
+        """
+        the word (pre-tokenizer split) of its sequence each token came from, None for special tokens and padding (tokenizers.Encoding.word_ids)
         """
 class Tokenizer:
     """
@@ -336,6 +341,27 @@ class TokenClassifier:
     def num_labels(self) -> int:
         """
         number of labels
+        """
+class QuestionAnswerer:
+    """
+    A *ForQuestionAnswering checkpoint (extractive QA, SQuAD-style) read as transformers' pipeline('question-answering'): answers are dicts with 'score', 'start', 'end' (character offsets into the context) and 'answer'. Long contexts are read in windows of max_seq_len tokens overlapping by doc_stride.
+    
+    QuestionAnswerer(path, dtype='fp32'). Calls release the GIL.
+    """
+    def __call__(self, inputs: typing.Any = None, *, question: typing.Any = None, context: typing.Any = None, top_k: typing.SupportsInt | typing.SupportsIndex = 1, doc_stride: typing.Any = None, max_answer_len: typing.SupportsInt | typing.SupportsIndex = 15, max_seq_len: typing.Any = None, max_question_len: typing.SupportsInt | typing.SupportsIndex = 64, handle_impossible_answer: bool = False, align_to_words: bool = True, batch_size: typing.SupportsInt | typing.SupportsIndex = 32) -> typing.Any:
+        """
+        Answers question= in context= (str, or lists: a list of questions may share one context), or inputs= {'question': ..., 'context': ...} dicts. One example gives its answer dict (a list of dicts when top_k > 1 finds several), several give one such result each. top_k: answers per question; doc_stride: tokens a window repeats from the one before (default min(max_seq_len // 2, 128)); max_answer_len: tokens; max_seq_len: tokens per window (default min(model_max_length, 384)); max_question_len: accepted as the pipeline's, which applies it only to slow tokenizers (the question is never truncated); handle_impossible_answer: the empty answer competes with its null score; align_to_words: answers cover whole words.
+        """
+    def __init__(self, path: typing.Any, dtype: str = 'fp32') -> None:
+        """
+        Loads a *ForQuestionAnswering directory.
+        """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def max_seq_len(self) -> int:
+        """
+        the default tokens per window: min(model_max_length, 384, the model's positions)
         """
 class SparseEncoder:
     """
