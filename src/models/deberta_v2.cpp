@@ -28,8 +28,9 @@
 // Only the rows of rel the batch's distances reach are projected (δ over |i - j| < T).
 // Padded query rows: transformers masks them entirely (softmax over finfo.min everywhere); encore lets them attend
 // to the real keys. Real positions are unaffected either way; padded positions' outputs are not defined.
-// Not supported (refused at load): conv_kernel_size > 0 (deberta-v2-xlarge/xxlarge's ConvLayer),
-// attention_head_size other than hidden_size / num_attention_heads, pooler_hidden_size other than hidden_size,
+// encoder.conv (conv_kernel_size > 0: deberta-v2-xlarge/xxlarge's ConvLayer) is applied to layer 0's output (see
+// ConvLayer). Not supported (refused at load): an even conv_kernel_size, attention_head_size other than
+// hidden_size / num_attention_heads, pooler_hidden_size other than hidden_size,
 // pos_att_type entries other than c2p and p2c.
 #include <algorithm>
 #include <cmath>
@@ -57,6 +58,8 @@ struct DebertaV2Config {
   bool norm_rel_ebd = false;                   // "layer_norm" in norm_rel_ebd
   int64_t position_buckets = -1, max_relative_positions = -1, span = 0;  // span: rel_embeddings has 2·span rows
   bool legacy = true;                          // the masked-LM head's layout
+  int64_t conv_kernel_size = 0, conv_groups = 1;  // ConvLayer after layer 0 (deberta-v2-xlarge/xxlarge) when > 0
+  kernels::Act conv_act = kernels::Act::tanh;
   double hidden_dropout = 0.1, attention_dropout = 0.1, pooler_dropout = 0.0, cls_dropout = 0.1;
 };
 
@@ -102,9 +105,18 @@ DebertaV2Config read_config(const HfConfig& cfg) {
     ENCORE_CHECK_AS(ModelFormatError, cfg.get_int("pooler_hidden_size") == c.hidden, cfg.source(),
                     ": pooler_hidden_size ", cfg.get_int("pooler_hidden_size"), " differs from hidden_size ", c.hidden,
                     " (not supported for deberta-v2)");
-  const int64_t conv = cfg.has("conv_kernel_size") ? cfg.get_int("conv_kernel_size", 0, -1, 1 << 20) : 0;
-  ENCORE_CHECK_AS(ModelFormatError, conv <= 0, cfg.source(), ": conv_kernel_size ", conv,
-                  " (the ConvLayer of deberta-v2-xlarge/xxlarge) is not supported for deberta-v2");
+  c.conv_kernel_size =
+      cfg.has("conv_kernel_size") ? std::max<int64_t>(0, cfg.get_int("conv_kernel_size", 0, -1, 1 << 10)) : 0;
+  if (c.conv_kernel_size > 0) {
+    ENCORE_CHECK_AS(ModelFormatError, c.conv_kernel_size % 2 == 1, cfg.source(), ": conv_kernel_size ",
+                    c.conv_kernel_size, " is even (transformers' ConvLayer pads (k-1)/2 and then changes the length; ",
+                    "only odd kernels are supported)");
+    c.conv_groups = cfg.has("conv_groups") ? cfg.get_int("conv_groups", 1, 1, c.hidden) : 1;
+    ENCORE_CHECK_AS(ModelFormatError, c.hidden % c.conv_groups == 0, cfg.source(), ": conv_groups ", c.conv_groups,
+                    " does not divide hidden_size ", c.hidden);
+    const std::string conv_act = cfg.has("conv_act") ? cfg.get_string("conv_act") : "tanh";  // ConvLayer's default
+    c.conv_act = conv_act == "tanh" ? kernels::Act::tanh : kernel_activation(conv_act, cfg.source());
+  }
   c.position_biased_input = root.get_or("position_biased_input", true);
   c.relative_attention = root.get_or("relative_attention", false);
   c.share_att_key = root.get_or("share_att_key", false);
@@ -161,6 +173,15 @@ nn::LayerNorm take_norm(Weights& w, const std::string& name, int64_t C, double e
   n.weight = w.take(name + ".weight", {C});
   n.bias = w.take(name + ".bias", {C});
   return n;
+}
+
+// y[r] = 0 for every row r of y (B, T, C) contiguous whose mask (B, T) entry is 0 (mask undefined: none).
+void zero_padded_rows(Tensor& y, const Tensor& mask) {
+  if (!mask.defined()) return;
+  const int64_t C = y.size(-1), rows = y.numel() / C;
+  float* p = y.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    if (mask.data<int64_t>()[r] == 0) std::fill(p + r * C, p + (r + 1) * C, 0.f);
 }
 
 // ---------------- relative positions ----------------
@@ -243,12 +264,7 @@ struct DebertaV2Embeddings : nn::Module {
     if (proj_in) *proj_in = x;
     if (embed_proj) x = nn::detail::linear(*embed_proj, x, is_training());
     Tensor y = LayerNorm.apply(x);
-    if (mask.defined()) {
-      float* p = y.data<float>();
-      const int64_t C = y.size(2);
-      for (int64_t r = 0; r < B * T; ++r)
-        if (mask.data<int64_t>()[r] == 0) std::fill(p + r * C, p + (r + 1) * C, 0.f);
-    }
+    zero_padded_rows(y, mask);
     return y;
   }
 
@@ -475,6 +491,68 @@ struct DebertaV2Layer : nn::Module {
   }
 };
 
+// ConvLayer (encoder.conv, deberta-v2-xlarge/xxlarge), applied once, to layer 0's output:
+//   out = LayerNorm(layer0 + act(dropout(conv(e) with padded rows 0))) · mask
+// where e is the encoder's input (the embeddings' output) and conv a Conv1d over tokens (kernel k, padding
+// (k-1)/2, conv_groups) within each sequence (padded rows of e are 0, so the padded batch gives the same).
+struct ConvLayer : nn::Module {
+  nn::Parameter weight, bias;  // conv.weight (C, C/groups, k), conv.bias (C)
+  Tensor dweight, dbias;
+  int64_t groups = 1;
+  nn::LayerNorm LayerNorm;
+  kernels::Act act = kernels::Act::tanh;
+  double dropout = 0.0;  // hidden_dropout_prob (training)
+
+  // mask (B, T) 1/0 or undefined; cu_seqlens: e and layer0 packed (1, N, C).
+  Tensor forward(const Tensor& e, const Tensor& layer0, const Tensor& mask, const std::vector<int64_t>* cu) const {
+    Tensor out = ops::conv1d_forward(e.contiguous(), weight, bias, groups, cu);
+    zero_padded_rows(out, mask);
+    ops::activation_forward_(out, act);
+    Tensor y = LayerNorm.add_apply(out, layer0, false);  // LayerNorm(out + layer0)
+    zero_padded_rows(y, mask);
+    return y;
+  }
+
+  struct Saved {
+    Tensor e, pre;  // the conv's input; the activation's input (after dropout)
+    uint64_t seed = 0;
+  };
+  Tensor forward_train(Saved& sv, const Tensor& e, const Tensor& layer0, const Tensor& mask) const {
+    sv.e = e.contiguous();
+    Tensor out = ops::conv1d_forward(sv.e, weight, bias, groups);
+    zero_padded_rows(out, mask);
+    sv.seed = nn::detail::next_seed();
+    sv.pre = ops::dropout_forward(out, dropout, true, sv.seed).contiguous();
+    Tensor sum = ops::activation_forward(sv.pre, act);
+    ops::add_forward_(sum, layer0);
+    Tensor y = LayerNorm.apply(sum).contiguous().clone();
+    zero_padded_rows(y, mask);
+    return y;
+  }
+  // dy: the gradient of the output; returns the gradient of layer0 and writes the gradient of e to *de.
+  Tensor backward(Saved& sv, const Tensor& dy, const Tensor& mask, Tensor* de) {
+    // in the forward pass this was:  y = LayerNorm(act(dropout(mask0(conv(e)))) + layer0) · mask
+    Tensor d = dy.contiguous().clone();
+    zero_padded_rows(d, mask);
+    const Tensor dsum = LayerNorm.backward(d);
+    Tensor dpre, dout;
+    ops::activation_backward(&dpre, dsum, sv.pre, act);
+    ops::dropout_backward(&dout, dpre, dropout, true, sv.seed);
+    dout = dout.contiguous().clone();
+    zero_padded_rows(dout, mask);
+    ops::conv1d_backward(de, &Module::grad_of(dweight, weight), &Module::grad_of(dbias, bias), dout, sv.e, weight,
+                         groups);
+    return dsum;
+  }
+
+ protected:
+  void members(nn::Members& m) override {
+    m.parameter("conv.weight", weight, dweight);
+    m.parameter("conv.bias", bias, dbias);
+    m.child("LayerNorm", LayerNorm);
+  }
+};
+
 // ---------------- the model ----------------
 
 class DebertaV2 : public EncoderModel {
@@ -484,6 +562,7 @@ class DebertaV2 : public EncoderModel {
   std::vector<DebertaV2Layer> layers;
   std::optional<nn::Embedding> rel_embeddings;  // encoder.rel_embeddings (relative_attention)
   std::optional<nn::LayerNorm> rel_norm;        // encoder.LayerNorm (norm_rel_ebd "layer_norm")
+  std::optional<ConvLayer> conv;                // encoder.conv (conv_kernel_size > 0), after layer 0
   // DebertaV2ForSequenceClassification: classifier(dropout(act(pooler.dense(dropout(x[:, 0]))))) (ContextPooler);
   // DebertaV2ForTokenClassification: classifier(dropout(x)) on every token.
   std::optional<ClassificationHead> head;
@@ -527,6 +606,7 @@ class DebertaV2 : public EncoderModel {
       sv->layers.resize(layers.size());
       sv->checkpointing = gradient_checkpointing;
     }
+    const Tensor encoder_input = x;  // the ConvLayer's input
     for (size_t i = 0; i < layers.size(); ++i) {
       Tensor weights;
       if (sv) {  // layer i draws its dropout seeds from seeds[i], so a recomputation draws the same masks
@@ -541,6 +621,10 @@ class DebertaV2 : public EncoderModel {
         }
       } else {
         x = layers[i].forward(x, ctx, opt.output_attentions ? &weights : nullptr);
+      }
+      if (i == 0 && conv) {
+        if (sv) x = conv->forward_train(sv->conv, encoder_input, x, mask);
+        else x = conv->forward(encoder_input, x, packed ? Tensor() : mask, ctx.cu_seqlens);
       }
       if (opt.output_hidden_states) record(x);
       if (opt.output_attentions) out.attentions.push_back(weights);
@@ -582,15 +666,17 @@ class DebertaV2 : public EncoderModel {
       }
     }
     Tensor drel = config.relative_attention ? Tensor::zeros(sv->ctx.rel_rows.shape()) : Tensor();
-    Tensor d = dlast;
+    Tensor d = dlast, dconv_input;
     for (size_t i = layers.size(); i-- > 0;) {
       if (sv->checkpointing) {  // the forward again, saving this time: same input, masks and seeds
         nn::detail::SeedScope seeds(sv->seeds[i]);
         layers[i].forward_train(sv->layers[i], sv->inputs[i], sv->ctx);
       }
+      if (i == 0 && conv) d = conv->backward(sv->conv, d, sv->mask, &dconv_input);
       d = layers[i].backward(sv->layers[i], d, sv->ctx, &drel);
       sv->layers[i] = {};
     }
+    if (conv) ops::add_forward_(d, dconv_input);  // in the forward pass the encoder's input fed layer 0 and the conv
     if (config.relative_attention) {
       // in the forward pass this was:  rel_rows = rel_norm(rel_embeddings[lo:hi])
       rel_embeddings->backward(rel_norm ? rel_norm->backward(drel) : drel);
@@ -599,12 +685,7 @@ class DebertaV2 : public EncoderModel {
     Tensor dnorm;
     ops::dropout_backward(&dnorm, d, embeddings.dropout, true, sv->seed_embeddings);
     dnorm = dnorm.contiguous().clone();
-    if (sv->mask.defined()) {
-      const int64_t C = dnorm.size(2), rows = dnorm.numel() / C;
-      float* p = dnorm.data<float>();
-      for (int64_t r = 0; r < rows; ++r)
-        if (sv->mask.data<int64_t>()[r] == 0) std::fill(p + r * C, p + (r + 1) * C, 0.f);
-    }
+    zero_padded_rows(dnorm, sv->mask);
     Tensor demb = embeddings.LayerNorm.backward(dnorm);
     if (embeddings.embed_proj) demb = nn::detail::linear_backward(*embeddings.embed_proj, demb, sv->embed_in);
     // the tables were looked up in this order in the forward; each Embedding pops its own saved ids
@@ -626,6 +707,7 @@ class DebertaV2 : public EncoderModel {
   void set_dropout(double p) override {
     embeddings.dropout = p;
     for (auto& l : layers) l.dropout = l.attention.dropout = l.attention.pos_dropout = p;
+    if (conv) conv->dropout = p;
     config.pooler_dropout = config.cls_dropout = config.hidden_dropout = p;  // what add_*_classifier builds
     if (head) {
       head->dropout_in = head->input_dropout_site ? p : 0.0;
@@ -692,6 +774,7 @@ class DebertaV2 : public EncoderModel {
   struct Saved {
     uint64_t seed_embeddings = 0;
     std::vector<DebertaV2Layer::Saved> layers;  // empty entries with gradient checkpointing
+    ConvLayer::Saved conv;
     std::vector<uint64_t> seeds;                 // per layer (nn::detail::SeedScope)
     std::vector<Tensor> inputs;                  // gradient checkpointing: each layer's input
     bool checkpointing = false;
@@ -723,6 +806,7 @@ class DebertaV2 : public EncoderModel {
     for (size_t i = 0; i < layers.size(); ++i) m.child("encoder.layer." + std::to_string(i), layers[i]);
     if (rel_embeddings) m.child("encoder.rel_embeddings", *rel_embeddings);
     if (rel_norm) m.child("encoder.LayerNorm", *rel_norm);
+    if (conv) m.child("encoder.conv", *conv);
   }
 };
 
@@ -775,6 +859,15 @@ std::unique_ptr<EncoderModel> load_deberta_v2(const HfConfig& cfg, const io::Wei
   if (c.relative_attention) {
     m->rel_embeddings = nn::Embedding(w.take("encoder.rel_embeddings.weight", {2 * c.span, C}));
     if (c.norm_rel_ebd) m->rel_norm = take_norm(w, "encoder.LayerNorm", C, c.eps);
+  }
+  if (c.conv_kernel_size > 0) {
+    ConvLayer& conv = m->conv.emplace();
+    conv.weight = w.take("encoder.conv.conv.weight", {C, C / c.conv_groups, c.conv_kernel_size});
+    conv.bias = w.take("encoder.conv.conv.bias", {C});
+    conv.groups = c.conv_groups;
+    conv.LayerNorm = take_norm(w, "encoder.conv.LayerNorm", C, c.eps);
+    conv.act = c.conv_act;
+    conv.dropout = c.hidden_dropout;
   }
 
   ModelInfo& info = m->info;

@@ -113,6 +113,11 @@ void disentangled_bias_backward(Tensor* dq, Tensor* dk, Tensor* dkr, Tensor* dqr
 void relative_position_bias_backward(Tensor* dtable, const Tensor& dbias, int64_t max_distance,
                                      bool bidirectional = true);
 
+// ---- 1-D convolution over tokens ----
+// dx = (writes) the gradient of x; ACCUMULATES into dweight (Cout, Cin/groups, K) and dbias (Cout) when non-null.
+void conv1d_backward(Tensor* dx, Tensor* dweight, Tensor* dbias, const Tensor& dout, const Tensor& x,
+                     const Tensor& weight, int64_t groups, const std::vector<int64_t>* cu_seqlens = nullptr);
+
 namespace detail {
 // fn(i0, i1) over [0, n) with parallel_for (grain 1), with library GEMMs inside single-threaded whatever the
 // caller's thread count: inside the parallel region they are already, and where parallel_for runs fn on the

@@ -128,6 +128,12 @@ void disentangled_bias_forward(Tensor& bias, int64_t P, const std::vector<Disent
 Tensor relative_position_bias_forward(const Tensor& table, int64_t T, int64_t S, int64_t max_distance,
                                       bool bidirectional = true);
 
+// torch.nn.Conv1d over the token axis of x (B, T, Cin) contiguous (i.e. on x.transpose(1, 2)): weight (Cout,
+// Cin/groups, K) as torch stores it, K odd, padding (K-1)/2 so out is (B, T, Cout); bias (Cout) or undefined.
+// x is 0 outside each sequence: each batch row, or with cu_seqlens the row ranges of a packed (1, N, Cin).
+Tensor conv1d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups,
+                      const std::vector<int64_t>* cu_seqlens = nullptr);
+
 // Rotary position embedding (kernels::KernelTable::rotary_f32, Hugging Face's rotate_half convention).
 // x (..., T, H, D) float32; cos, sin (T, R/2) shared by every leading index, or (..., T, R/2) with x's leading
 // dims; R = 2·cos.size(-1) must be even and <= D (the first R dims of each head rotate, the rest pass through).

@@ -13,6 +13,8 @@ Configurations:
   c2p-only  buckets 16 over max_relative_positions 64, one term (scale √(2d));
   embed     embedding_size 24 != hidden_size 32 (embed_proj), buckets, p2c only;
   no-rel    relative_attention false (plain BERT-like attention with DeBERTa's layers);
+  conv      v2 with deberta-v2-xlarge's ConvLayer (conv_kernel_size 3, conv_groups 2, conv_act gelu); also
+            conv-seqcls (v3, kernel 5, the default tanh) under the sequence classifier;
 plus the heads (sequence classification through the ContextPooler on v3's and v2's shapes, token classification,
 question answering, masked LM in both layouts: legacy cls.predictions and lm_predictions.lm_head).
 
@@ -30,6 +32,7 @@ template) token for token equal to HF tokenizers; a sentence-transformers direct
 within 1e-5 (measured 1.5e-7); `encore train` writing what transformers loads; unsupported config fields and
 missing weights refused by name.
 """
+import copy
 import json
 import pathlib
 import shutil
@@ -65,10 +68,12 @@ CASES = [
                    share_att_key=False, type_vocab_size=3), T.DebertaV2Model, LENGTHS),
     ("no-rel", dict(BASE, relative_attention=False, position_biased_input=True, type_vocab_size=2),
      T.DebertaV2Model, LENGTHS),
+    ("conv", dict(V2, conv_kernel_size=3, conv_groups=2, conv_act="gelu"), T.DebertaV2Model, LENGTHS),
     ("seqcls", dict(V3, num_labels=3, pooler_hidden_act="gelu", pooler_dropout=0.1, cls_dropout=0.2),
      T.DebertaV2ForSequenceClassification, LENGTHS),
     ("seqcls-v2", dict(V2, num_labels=2, pooler_hidden_act="tanh"), T.DebertaV2ForSequenceClassification, LENGTHS),
     ("tokcls", dict(V3, num_labels=5), T.DebertaV2ForTokenClassification, LENGTHS),
+    ("conv-seqcls", dict(V3, conv_kernel_size=5, num_labels=2), T.DebertaV2ForSequenceClassification, LENGTHS),
     ("qa", dict(V2), T.DebertaV2ForQuestionAnswering, LENGTHS),
     ("mlm-legacy", dict(V3, embedding_size=24, legacy=True), T.DebertaV2ForMaskedLM, LENGTHS),
     ("mlm", dict(V3, legacy=False), T.DebertaV2ForMaskedLM, LENGTHS),
@@ -179,7 +184,8 @@ def write_config(src: str, dst: pathlib.Path, **changes) -> str:
 
 
 ERRORS = [
-    ("conv", "v2", dict(conv_kernel_size=3), "conv_kernel_size 3 \\(the ConvLayer"),
+    ("conv", "v2", dict(conv_kernel_size=4), "conv_kernel_size 4 is even"),
+    ("conv_groups", "v2", dict(conv_kernel_size=3, conv_groups=3), "conv_groups 3"),
     ("pos_att_type", "v3", dict(pos_att_type=["c2p", "p2p"]), "pos_att_type 'p2p'"),
     ("norm_rel_ebd", "v3", dict(norm_rel_ebd="batch_norm"), "norm_rel_ebd 'batch_norm'"),
     ("head_size", "v3", dict(attention_head_size=16), "attention_head_size 16"),
@@ -237,7 +243,7 @@ def test_bf16_int8_close_to_fp32(saved, dtype, floor):
 
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pooler_dropout=0.0, cls_dropout=0.0)
 GRAD_REL = 1e-4
-GRAD_CASES = ["v3", "v2", "embed", "c2p-only", "no-rel", "seqcls", "seqcls-v2", "tokcls", "qa"]
+GRAD_CASES = ["v3", "v2", "embed", "c2p-only", "no-rel", "conv", "seqcls", "seqcls-v2", "tokcls", "qa", "conv-seqcls"]
 
 
 @pytest.fixture
@@ -342,25 +348,31 @@ def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved):
     assert max_diff(l0, plain) > 1e-3
 
 
-@pytest.mark.parametrize("base,kind", [("v3", "sequence"), ("v2", "token"), ("v2", None)])
+@pytest.mark.parametrize("base,kind", [("v3", "sequence"), ("v2", "token"), ("v2", None), ("seqcls-v2", "loaded"),
+                                       ("tokcls", "loaded"), ("qa", "loaded")])
 def test_export_loads_into_transformers(saved, base, kind):
-    """add_sequence_classifier / add_token_classifier on a base checkpoint (or none), then export_hf: the tensors
-    load into transformers' DebertaV2For{Sequence,Token}Classification (DebertaV2Model) strictly, and its outputs
-    equal encore's within 1e-5."""
+    """add_sequence_classifier / add_token_classifier on a base checkpoint (or none, or a task checkpoint as
+    loaded), then export_hf: the tensors load into the transformers class export_hf names strictly, and its
+    outputs equal encore's within 1e-5."""
     path, model = saved[base]
     enc = encore.AutoModel.load(path)
-    if kind:
+    if kind in ("sequence", "token"):
         getattr(enc, f"add_{kind}_classifier")(3, seed=5)
     arch, tensors = enc.export_hf()
-    cls = getattr(T, f"DebertaV2For{kind.capitalize()}Classification") if kind else T.DebertaV2Model
+    cls = {"sequence": T.DebertaV2ForSequenceClassification, "token": T.DebertaV2ForTokenClassification,
+           None: T.DebertaV2Model, "loaded": type(model)}[kind]
     assert arch == cls.__name__
-    ref = cls(T.DebertaV2Config(**BY_NAME[base][1], num_labels=3)).eval()
+    ref = cls(copy.deepcopy(model.config) if kind == "loaded" else T.DebertaV2Config(**BY_NAME[base][1], num_labels=3))
+    ref.eval()
     ref.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, strict=True)
     ids, mask, types = batch(ref.config, LENGTHS, seed=8)
     real = mask.astype(bool)
     out = run_ref(ref, ids, mask, types)
-    want = (out.logits if kind else out.last_hidden_state).numpy()
-    got = np.asarray(enc(ids, mask, types, return_dict=True)["logits" if kind else "last_hidden_state"])
+    if cls is T.DebertaV2ForQuestionAnswering:
+        want = torch.stack([out.start_logits, out.end_logits], -1).numpy()
+    else:
+        want = (out.last_hidden_state if cls is T.DebertaV2Model else out.logits).numpy()
+    got = np.asarray(enc(ids, mask, types, return_dict=True)["last_hidden_state" if kind is None else "logits"])
     if got.ndim == 3:
         got, want = got[real], want[real]
     assert np.abs(want).max() > 1e-3  # a new head's logits are small (weights N(0, 0.02))
