@@ -89,5 +89,6 @@ void register_ner(CLI::App& app);
 void register_classify(CLI::App& app);
 void register_profile(CLI::App& app);
 void register_fill_mask(CLI::App& app);
+void register_qa(CLI::App& app);
 
 }  // namespace encore::cli

@@ -241,6 +241,7 @@ int main(int argc, char** argv) {
   encore::cli::register_classify(app);
   encore::cli::register_profile(app);
   encore::cli::register_fill_mask(app);
+  encore::cli::register_qa(app);
   try {
     try {
       app.parse(argc, argv);

@@ -212,3 +212,35 @@ def test_pair_windows_match_tokenizers(name, checkpoints):
         assert len(windows(a)) == len(windows(b)) > 1, (name, question)
         for x, y in zip(windows(a), windows(b)):
             assert (x.ids, x.offsets, x.type_ids, x.word_ids) == (y.ids, y.offsets, y.type_ids, y.word_ids), name
+
+
+def test_cli_qa_matches_the_pipeline(checkpoints, references, tmp_path):
+    """`encore qa`: --question with a context argument, --context-file, and -i JSONL pairs print the pipeline's
+    answers, one JSON line per pair."""
+    ref = references["roberta"]
+    d = str(checkpoints["roberta"])
+    run = lambda *args: subprocess.run([str(ENCORE_BIN), "qa", "--model", d, *args], capture_output=True,  # noqa: E731
+                                       text=True, timeout=120)
+    out = run("--question", QUESTIONS[1], "--top-k", "4", CONTEXT)
+    assert out.returncode == 0, out.stderr
+    compare(ref[1]["result"], json.loads(out.stdout), "cli top_k")
+    (tmp_path / "long.txt").write_text(LONG_CONTEXT, encoding="utf-8")
+    seq, stride = MODELS["roberta"]["window"]
+    out = run("-q", QUESTIONS[2], "--context-file", str(tmp_path / "long.txt"), "-k", "5", "--max-seq-len", str(seq),
+              "--doc-stride", str(stride))
+    assert out.returncode == 0, out.stderr
+    compare(ref[5]["result"], json.loads(out.stdout), "cli --context-file windows")
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"question": q, "context": c}) + "\n"
+                             for q, c in zip(QUESTIONS[:2], [CONTEXT, LONG_CONTEXT])), encoding="utf-8")
+    out = run("-i", str(pairs), "--max-seq-len", str(seq), "--doc-stride", str(stride))
+    assert out.returncode == 0, out.stderr
+    compare(ref[8]["result"], [json.loads(line) for line in out.stdout.splitlines()], "cli -i pairs.jsonl")
+    out = run("-i", str(pairs), "--top-k", "3", "--handle-impossible-answer", "--no-align-to-words")
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == 2 and all(len(json.loads(l)) == 3 for l in out.stdout.splitlines())
+    for args, needle in [((CONTEXT,), "need --question"), (("-q", "Who?"), "nothing to answer"),
+                         (("-q", "", CONTEXT), "question cannot be empty"),
+                         (("-q", "Who?", "--context-file", str(tmp_path / "none.txt")), "none.txt")]:
+        out = run(*args)
+        assert out.returncode != 0 and needle in out.stderr, (args, out.stderr)
