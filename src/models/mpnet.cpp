@@ -2,31 +2,13 @@
 // encoder.layer.N.attention.{attn.{q,k,v,o}, LayerNorm}, intermediate.dense, output.{dense,LayerNorm}, with a
 // relative position bias shared by all layers: bias[h, i, j] = relative_attention_bias[bucket(j - i), h],
 // added to the scaled scores before the softmax; its gradient sums the scores' gradients of every layer by bucket.
-#include <cmath>
-
 #include "models/model.hpp"
+#include "ops/backward.hpp"
 #include "ops/ops.hpp"
 
 namespace encore::models {
 
 namespace {
-
-// T5-style bidirectional bucket of relative position rel = key - query (num_buckets, max_distance 128).
-int64_t relative_position_bucket(int64_t rel, int64_t num_buckets, int64_t max_distance = 128) {
-  int64_t ret = 0;
-  int64_t n = -rel;
-  num_buckets /= 2;
-  if (n < 0) ret += num_buckets;
-  n = std::abs(n);
-  const int64_t max_exact = num_buckets / 2;
-  if (n < max_exact) return ret + n;
-  // log-spaced buckets beyond max_exact, computed in float as upstream does
-  const float nf = static_cast<float>(n);
-  int64_t large = max_exact + static_cast<int64_t>(std::log(nf / static_cast<float>(max_exact)) /
-                                                   std::log(static_cast<float>(max_distance) / static_cast<float>(max_exact)) *
-                                                   static_cast<float>(num_buckets - max_exact));
-  return ret + std::min<int64_t>(large, num_buckets - 1);
-}
 
 class MPNet : public StackedEncoder {
  public:
@@ -41,33 +23,25 @@ class MPNet : public StackedEncoder {
     m.parameter("encoder.relative_attention_bias.weight", relative_bias, drelative_bias);
   }
 
-  // bias (B*H, T, T): [b*H + h, i, j] = relative_bias[bucket(j - i), h], the same (H, T, T) block per sequence.
+  // bias (B*H, T, T): [b*H + h, i, j] = relative_bias[bucket(j - i), h] (T5's bidirectional buckets, max_distance
+  // 128: ops::relative_position_bias_forward), the same (H, T, T) block per sequence.
   Tensor attention_bias(int64_t B, int64_t T) const override {
     const int64_t H = info.num_heads;
+    const Tensor block = ops::relative_position_bias_forward(relative_bias, T, T, kMaxDistance);
     Tensor bias = Tensor::empty({B * H, T, T});
-    const float* rb = relative_bias.data<float>();
-    float* pb = bias.data<float>();
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = 0; j < T; ++j) {
-        const int64_t bucket = relative_position_bucket(j - i, num_buckets);
-        for (int64_t h = 0; h < H; ++h) pb[(h * T + i) * T + j] = rb[bucket * H + h];
-      }
-    for (int64_t b = 1; b < B; ++b) bias.slice(0, b * H, (b + 1) * H).copy_from(bias.slice(0, 0, H));
+    for (int64_t b = 0; b < B; ++b) bias.slice(0, b * H, (b + 1) * H).copy_from(block);
     return bias;
   }
-  // drelative_bias[bucket(j - i), h] += Σ_b d[b, h, i, j] (d already summed over layers), in a fixed order.
+  // drelative_bias[bucket(j - i), h] += Σ_b d[b, h, i, j] (d already summed over layers): summed over b in order,
+  // then scattered by bucket.
   void attention_bias_backward(const Tensor& d_in) override {
-    const Tensor d = d_in.contiguous();
-    const int64_t B = d.size(0), H = d.size(1), T = d.size(2);
-    float* g = grad_buffer(drelative_bias, relative_bias)->data<float>();
-    const float* pd = d.data<float>();
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = 0; j < T; ++j) {
-        const int64_t bucket = relative_position_bucket(j - i, num_buckets);
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t b = 0; b < B; ++b) g[bucket * H + h] += pd[((b * H + h) * T + i) * T + j];
-      }
+    const int64_t H = info.num_heads, T = d_in.size(-1);
+    const Tensor d = d_in.contiguous().view({-1, H, T, T});  // (B, H, T, T) or (B*H, T, T)
+    Tensor dblock = d.select(0, 0).contiguous();
+    for (int64_t b = 1; b < d.size(0); ++b) ops::add_forward_(dblock, d.select(0, b));
+    ops::relative_position_bias_backward(grad_buffer(drelative_bias, relative_bias), dblock, kMaxDistance);
   }
+  static constexpr int64_t kMaxDistance = 128;  // transformers' MPNet fixes it
 };
 
 }  // namespace
