@@ -217,10 +217,13 @@ namespace {
 // and feature extraction use; the pipelines that need a head refuse the checkpoint by name. A head encore runs but
 // whose weights the checkpoint lacks is not warned about: sentence-transformers saves base weights under the
 // original architecture name (all-mpnet-base-v2 says MPNetForMaskedLM), and transformers loads those silently too.
-void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info) {
+// Likewise a *ForCausalLM checkpoint without an lm_head.weight (its head tied to the token embeddings): decoder-only
+// embedders ship so (Qwen3-Embedding's architecture is Qwen3ForCausalLM), and only the base model runs for them.
+void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info, const io::WeightStore& store) {
   const std::string& a = info.architecture;
   const bool task_model = a.find("For") != std::string::npos || a.find("LMHead") != std::string::npos;
   if (!task_model || !info.head.empty()) return;
+  if (a.ends_with("ForCausalLM") && !store.contains("lm_head.weight")) return;
   for (const char* runs : {"ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMaskedLM",
                            "ForPreTraining"})
     if (a.ends_with(runs)) return;
@@ -255,7 +258,7 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   if (cfg.has("architectures") && cfg.json()["architectures"].is_array() && !cfg.json()["architectures"].empty() &&
       cfg.json()["architectures"][0].is_string())
     model->info.architecture = cfg.json()["architectures"][0].get<std::string>();
-  warn_if_head_ignored(model_dir, model->info);
+  warn_if_head_ignored(model_dir, model->info, store);
   return model;
 }
 

