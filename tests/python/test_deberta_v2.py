@@ -481,3 +481,29 @@ def test_encore_train_writes_what_transformers_loads(st_dir, tmp_path):
     assert max_diff(got, want) <= TOL
     before = T.DebertaV2Model.from_pretrained(str(path)).embeddings.word_embeddings.weight
     assert float((ref.deberta.embeddings.word_embeddings.weight - before).abs().max()) > 1e-4
+
+
+def test_quantize_and_info_cli(saved, tmp_path):
+    """`encore quantize` stores DeBERTa's 6 encoder Linear weights per layer int8 and that checkpoint runs exactly
+    as int8 on the fly; `encore info` names the family and head; a *ForMultipleChoice checkpoint loads as its base
+    model with the unrunnable-head warning."""
+    import os
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[2]
+    binary = os.environ.get("ENCORE_BIN", str(root / "build" / "encore"))
+    path, model = saved["seqcls-v2"]
+    out = subprocess.run([binary, "quantize", path, str(tmp_path / "q")], capture_output=True, text=True, check=True)
+    assert f"{6 * model.config.num_hidden_layers} encoder Linear weights stored int8" in out.stdout, out.stdout
+    ids, mask, types = batch(model.config, LENGTHS, seed=2)
+    on_the_fly = encore.AutoModel.load(path, dtype="int8")(ids, mask, types, return_dict=True)
+    stored = encore.AutoModel.load(str(tmp_path / "q"), dtype="int8")(ids, mask, types, return_dict=True)
+    np.testing.assert_array_equal(stored["logits"], on_the_fly["logits"])
+    np.testing.assert_array_equal(stored["last_hidden_state"], on_the_fly["last_hidden_state"])
+    deberta_v3_tokenizer().save_pretrained(tmp_path / "q")
+    info = subprocess.run([binary, "info", str(tmp_path / "q")], capture_output=True, text=True, check=True).stdout
+    assert "DebertaV2ForSequenceClassification (model_type deberta-v2), head: sequence_classification" in info, info
+    torch.manual_seed(5)
+    T.DebertaV2ForMultipleChoice(T.DebertaV2Config(**V3)).save_pretrained(tmp_path / "mc")
+    with pytest.warns(UserWarning, match="DebertaV2ForMultipleChoice checkpoint: encore does not run its task head"):
+        enc = encore.AutoModel.load(str(tmp_path / "mc"))
+    assert enc.config["head"] == ""
