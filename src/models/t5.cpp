@@ -370,8 +370,8 @@ class T5Encoder : public EncoderModel {
   }
 
   void backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) override {
-    auto sv = pop_saved<Saved>("t5");
-    ENCORE_CHECK(!d_pooler.defined(), "backward: d_pooler given but t5 has no pooler");
+    auto sv = pop_saved<Saved>(info.model_type.c_str());
+    ENCORE_CHECK(!d_pooler.defined(), "backward: d_pooler given but ", info.model_type, " has no pooler");
     ENCORE_CHECK(!d_logits.defined(), "backward: d_logits given but the t5 encoder has no head");
     Tensor dlast = d_last.defined() ? d_last.contiguous() : Tensor::zeros(sv->last.shape());
     check_shape(dlast, "d_last_hidden_state", sv->last.shape());

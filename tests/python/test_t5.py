@@ -420,3 +420,33 @@ def test_quantize_cli(saved, tmp_path):
         on_the_fly = encore.AutoModel.load(path, dtype="int8")(ids, mask)
         stored = encore.AutoModel.load(str(tmp_path / name), dtype="int8")(ids, mask)
         np.testing.assert_array_equal(stored, on_the_fly)
+
+
+
+def test_train_embedding_writes_what_sentence_transformers_loads(sentence_t5, tmp_path):
+    """encore.train_embedding (in-batch MultipleNegativesRankingLoss, 4 AdamW steps) on a T5 sentence encoder
+    (sentence-t5's directory without its Dense module: encore's embedding trainer refuses Dense modules by name):
+    finite losses; the written directory loads in sentence-transformers and gives encore's embeddings (cosine
+    >= 0.99999), which moved away from the untrained ones."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, Pooling, Transformer
+    path, _ = sentence_t5
+    st = SentenceTransformer(modules=[Transformer(str(path), max_seq_length=64), Pooling(32, pooling_mode="mean"),
+                                      Normalize()], device="cpu")
+    st.save(str(tmp_path / "st"))
+    rng = np.random.default_rng(3)
+    words = "relative position buckets encoder mean pooling dense layer norm tokens sentence".split()
+    with open(tmp_path / "pairs.jsonl", "w") as f:
+        for _ in range(32):
+            w = list(rng.choice(words, 5))
+            f.write(json.dumps({"anchor": " ".join(w[:2]), "positive": " ".join(w)}) + "\n")
+    with pytest.raises(encore.Error, match="Dense.* is not trainable yet"):
+        encore.train_embedding(str(path), str(tmp_path / "pairs.jsonl"), steps=1)
+    out = tmp_path / "trained"
+    r = encore.train_embedding(str(tmp_path / "st"), str(tmp_path / "pairs.jsonl"), steps=4, batch_size=8, lr=1e-3,
+                               seed=0, output=str(out))
+    assert len(r["losses"]) == 4 and all(np.isfinite(r["losses"])), r["losses"]
+    got = encore.SentenceEncoder(str(out)).encode(TEXTS)
+    ref = SentenceTransformer(str(out), device="cpu").encode(TEXTS)
+    assert ((got * ref).sum(-1)).min() >= 0.99999
+    assert max_diff(got, st.encode(TEXTS)) > 1e-3
