@@ -2,10 +2,10 @@
 // line per (question, context), as transformers' pipeline("question-answering") answers:
 //   {"score": 0.98, "start": 34, "end": 40, "answer": "Berlin"}      (a list of such when --top-k finds several)
 //
-//   encore qa --model distilbert-squad --question "Where do I live?" "My name is Wolfgang and I live in Berlin"
+//   encore qa --model distilbert-squad --question "Where do I live?" --context "My name is Wolfgang and I live in Berlin"
 //   encore qa --model DIR --question "Who wrote it?" --context-file report.txt --top-k 3
 //   encore qa --model DIR -i pairs.jsonl                 # {"question": ..., "context": ...} per line
-// Contexts come as `encore embed` takes texts (arguments, or -i FILE: text lines, JSONL, CSV; '-' = stdin), each
+// Contexts come as --context C, or as `encore embed` takes texts (arguments, or -i FILE: text lines, JSONL, CSV; '-' = stdin), each
 // asked --question; without --question, -i names a JSONL/CSV file whose records carry both (--question-field,
 // --field). Long contexts are read in windows of --max-seq-len tokens overlapping by --doc-stride.
 #include <cstdio>
@@ -28,6 +28,7 @@ namespace {
 struct QaArgs {
   TextTaskArgs task;  // contexts or -i FILE, --model, --batch-size, --threads, --dtype
   std::optional<std::string> question;
+  std::vector<std::string> contexts;  // --context (repeatable), the same as contexts given as arguments
   std::string question_field = "question", context_file;
   QuestionAnswerOptions options;
   bool no_align_to_words = false;
@@ -36,6 +37,7 @@ struct QaArgs {
 // The (question, context) pairs the options name (see the header comment); usage errors say what is missing.
 std::vector<std::pair<std::string, std::string>> read_pairs(const CLI::App& cmd, QaArgs& a) {
   std::vector<std::pair<std::string, std::string>> pairs;
+  a.task.texts.insert(a.task.texts.end(), a.contexts.begin(), a.contexts.end());
   if (!a.context_file.empty()) {
     ENCORE_CHECK_AS(UsageError, a.task.texts.empty() && a.task.input.empty(),
                     "--context-file is the context: give no contexts as arguments or with -i");
@@ -82,6 +84,8 @@ void register_qa(CLI::App& app) {
                                        "question (JSON lines)");
   add_text_task_options(*cmd, a.task, "contexts", "a *ForQuestionAnswering directory (config.json, weights, tokenizer)");
   cmd->add_option("-q,--question", a.question, "the question asked of every context");
+  cmd->add_option("-c,--context", a.contexts, "a context (repeatable; the same as giving it as an argument)")
+      ->allow_extra_args(false);
   cmd->add_option("--context-file", a.context_file, "a file whose whole text is the context");
   cmd->add_option("--question-field", a.question_field, "the JSONL/CSV field holding the question (without --question)")
       ->capture_default_str();

@@ -215,7 +215,7 @@ def test_pair_windows_match_tokenizers(name, checkpoints):
 
 
 def test_cli_qa_matches_the_pipeline(checkpoints, references, tmp_path):
-    """`encore qa`: --question with a context argument, --context-file, and -i JSONL pairs print the pipeline's
+    """`encore qa`: --question with a context argument or --context, --context-file, and -i JSONL pairs print the pipeline's
     answers, one JSON line per pair."""
     ref = references["roberta"]
     d = str(checkpoints["roberta"])
@@ -224,6 +224,10 @@ def test_cli_qa_matches_the_pipeline(checkpoints, references, tmp_path):
     out = run("--question", QUESTIONS[1], "--top-k", "4", CONTEXT)
     assert out.returncode == 0, out.stderr
     compare(ref[1]["result"], json.loads(out.stdout), "cli top_k")
+    out = run("--question", QUESTIONS[1], "--top-k", "4", "--context", CONTEXT, "--context", CONTEXT)
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(l) for l in out.stdout.splitlines()] == [json.loads(run("--question", QUESTIONS[1], "--top-k", "4",
+                                                                               CONTEXT).stdout)] * 2
     (tmp_path / "long.txt").write_text(LONG_CONTEXT, encoding="utf-8")
     seq, stride = MODELS["roberta"]["window"]
     out = run("-q", QUESTIONS[2], "--context-file", str(tmp_path / "long.txt"), "-k", "5", "--max-seq-len", str(seq),
