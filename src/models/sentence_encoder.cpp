@@ -166,9 +166,10 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
     if (ends_with(type, ".Transformer")) {
       ENCORE_CHECK(!impl->model, "modules.json: more than one Transformer module");
       impl->model = std::make_shared<AutoModel>(AutoModel::load(dir.string(), dtype));
+      // One parse of tokenizer.json: copies share the pipeline and own their truncation/padding settings.
       impl->tokenizer = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
-      impl->tokenizer_whole = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
-      impl->tokenizer_left = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
+      impl->tokenizer_whole = std::make_shared<Tokenizer>(*impl->tokenizer);
+      impl->tokenizer_left = std::make_shared<Tokenizer>(*impl->tokenizer);
       impl->tokenizer_left->set_padding(std::nullopt);
       impl->tokenizer->set_padding(std::nullopt);
       impl->tokenizer_whole->set_padding(std::nullopt);
