@@ -6,7 +6,10 @@
 //   layers.N.input_layernorm, layers.N.self_attn.{q_proj,k_proj,v_proj,o_proj,q_norm,k_norm},
 //   layers.N.post_attention_layernorm, layers.N.mlp.{gate_proj,up_proj,down_proj}
 //   norm
-//   score                                                 Qwen3ForSequenceClassification (base under "model.")
+//   score                                                 Qwen3ForSequenceClassification (last token) and
+//                                                         Qwen3ForTokenClassification (every token) (base under "model.")
+//   qa_outputs                                            Qwen3ForQuestionAnswering (2 outputs: start, end; base under
+//                                                         "transformer.")
 // One decoder layer (pre-norm, every norm an RMSNorm: x·rsqrt(mean(x²) + rms_norm_eps)·weight):
 //   h   = x + o_proj(attention(rope(q_norm(q)), rope(k_norm(k)), v)),  q, k, v = q_proj, k_proj, v_proj of
 //         input_layernorm(x), q in num_attention_heads heads of head_dim, k and v in num_key_value_heads (grouped-
@@ -350,8 +353,13 @@ class Qwen3 : public EncoderModel {
   // Qwen3ForSequenceClassification: logits = score(last_hidden_state) at each sequence's last token whose id is not
   // pad_token_id (transformers' rule, for either padding side); without a pad_token_id, at the attention mask's
   // last token.
+  // Qwen3ForTokenClassification: logits = score(dropout(last_hidden_state)) on every token; Qwen3ForQuestionAnswering:
+  // qa_outputs(last_hidden_state) on every token, (B, T, 2) = start, end.
   std::optional<nn::Linear> score;
-  std::string checkpoint_prefix;  // "" (Qwen3Model) or "model." (a task model's checkpoint)
+  std::string head_name = "score";       // the head Linear's checkpoint name: score or qa_outputs
+  double classifier_dropout = 0.0;       // token classification, training only
+  std::string checkpoint_prefix;         // "" (Qwen3Model), "model." or "transformer." (a task model's checkpoint)
+  std::string task_prefix = "model.";    // the base model's prefix in this task's checkpoints (export)
 
   ModelOutput forward(const Tensor& ids, const Tensor& mask, const Tensor& types,
                       const ForwardOptions& opt) const override {
@@ -408,7 +416,16 @@ class Qwen3 : public EncoderModel {
     x = norm.apply(x);
     out.last_hidden_state = packed ? packed->scatter(x) : x;
     if (opt.output_hidden_states) out.hidden_states.back() = out.last_hidden_state;  // transformers' last entry
-    if (score && opt.compute_logits) {
+    if (score && opt.compute_logits && info.head != "sequence_classification") {  // every token
+      Tensor features = out.last_hidden_state;
+      if (sv) {
+        sv->seed_head = nn::detail::next_seed();
+        features = ops::dropout_forward(features, classifier_dropout, true, sv->seed_head);
+        sv->features = features;
+        sv->logits = true;
+      }
+      out.logits = ops::linear_forward(features.contiguous(), score->weight, score->bias);
+    } else if (score && opt.compute_logits) {
       const std::vector<int64_t> last = last_tokens(ids, mask);
       const int64_t C = config.hidden;
       Tensor features = Tensor::empty({B, C});
@@ -438,8 +455,14 @@ class Qwen3 : public EncoderModel {
     check_shape(dlast, "d_last_hidden_state", last.shape());
     if (d_logits.defined()) {
       ENCORE_CHECK(score && sv->logits, "backward: d_logits given but no logits were computed");
-      // in the forward pass this was:  logits = score(last_hidden_state[b, last_tokens[b]])
+      // in the forward pass this was:  logits = score(last_hidden_state[b, last_tokens[b]]), or on every token
+      // score(dropout(last_hidden_state)) (token classification; question answering without dropout)
       const Tensor dfeatures = nn::detail::linear_backward(*score, d_logits, sv->features);
+      if (info.head != "sequence_classification") {
+        Tensor d;
+        ops::dropout_backward(&d, dfeatures, classifier_dropout, true, sv->seed_head);
+        ops::add_forward_(dlast, d);
+      }
       for (size_t b = 0; b < sv->last_tokens.size(); ++b) {
         Tensor row = dlast.select(0, static_cast<int64_t>(b)).select(0, sv->last_tokens[b]);
         row.copy_from(ops::add_forward(row.contiguous(), dfeatures.select(0, static_cast<int64_t>(b)).contiguous()));
@@ -471,10 +494,13 @@ class Qwen3 : public EncoderModel {
     l.out_features = num_labels;
     l.train(training_);
     score = std::move(l);
+    head_name = "score";
+    task_prefix = "model.";
     info.head = "sequence_classification";
     info.num_labels = num_labels;
   }
   void set_dropout(double p) override {
+    if (info.head == "token_classification") classifier_dropout = p;
     for (auto& l : layers) l.self_attn.dropout = p;
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
@@ -485,12 +511,18 @@ class Qwen3 : public EncoderModel {
   HfExport export_hf() override {
     HfExport e;
     const bool task = score.has_value();
-    e.architecture = task ? "Qwen3ForSequenceClassification" : "Qwen3Model";
+    e.architecture = std::string("Qwen3") + (info.head == "sequence_classification" ? "ForSequenceClassification"
+                                             : info.head == "token_classification"  ? "ForTokenClassification"
+                                             : info.head == "question_answering"    ? "ForQuestionAnswering"
+                                                                                    : "Model");
     std::vector<nn::ParamRef> base;
-    nn::ParameterList list(task ? "model." : "", base);
+    nn::ParameterList list(task ? task_prefix : "", base);
     base_members(list);
     for (auto& r : base) e.tensors.emplace_back(r.name, r.param->contiguous());
-    if (task) e.tensors.emplace_back("score.weight", score->weight.contiguous());
+    if (task) {
+      e.tensors.emplace_back(head_name + ".weight", score->weight.contiguous());
+      if (score->bias.defined()) e.tensors.emplace_back(head_name + ".bias", score->bias.contiguous());
+    }
     return e;
   }
 
@@ -506,7 +538,7 @@ class Qwen3 : public EncoderModel {
  protected:
   void members(nn::Members& m) override {
     base_members(m);
-    if (score) m.child("score", *score);
+    if (score) m.child(head_name, *score);
   }
 
  private:
@@ -516,7 +548,8 @@ class Qwen3 : public EncoderModel {
     std::vector<Tensor> inputs;                     // gradient checkpointing: each layer's input
     bool checkpointing = false;
     AttentionContext ctx;
-    Tensor last, features;
+    Tensor last, features;  // features: the head's input (after dropout for token classification)
+    uint64_t seed_head = 0;
     std::vector<int64_t> last_tokens;
     bool logits = false;
   };
@@ -548,7 +581,9 @@ std::unique_ptr<EncoderModel> load_qwen3(const HfConfig& cfg, const io::WeightSt
   auto m = std::make_unique<Qwen3>();
   const Qwen3Config c = m->config = read_config(cfg);
   const int64_t C = c.hidden, Q = c.heads * c.head_dim, K = c.kv_heads * c.head_dim;
-  m->checkpoint_prefix = detect_prefix(store, "model.", "embed_tokens.weight");
+  const bool qa = architecture_ends_with(cfg, "ForQuestionAnswering");  // transformers' base prefix there: transformer.
+  m->task_prefix = qa ? "transformer." : "model.";
+  m->checkpoint_prefix = detect_prefix(store, m->task_prefix, "embed_tokens.weight");
   Weights root(store, "");
   Weights w = root.sub(m->checkpoint_prefix);
   m->embed_tokens = nn::Embedding(w.take("embed_tokens.weight", {c.vocab, C}), c.pad_token_id);
@@ -582,6 +617,19 @@ std::unique_ptr<EncoderModel> load_qwen3(const HfConfig& cfg, const io::WeightSt
     read_labels(cfg, info);
     info.head = "sequence_classification";
     m->score = take_linear(root, "score", info.num_labels, C, /*bias=*/false);
+  } else if (architecture_ends_with(cfg, "ForTokenClassification") && root.has("score.weight")) {
+    read_labels(cfg, info);
+    info.head = "token_classification";
+    m->score = take_linear(root, "score", info.num_labels, C, read_bool(cfg, "token_classification_bias", true));
+    // transformers' GenericForTokenClassification: classifier_dropout, else hidden_dropout, else 0.1
+    m->classifier_dropout = cfg.has("classifier_dropout") ? cfg.get_double("classifier_dropout")
+                            : cfg.has("hidden_dropout")   ? cfg.get_double("hidden_dropout")
+                                                          : 0.1;
+  } else if (qa && root.has("qa_outputs.weight")) {
+    read_question_answering_labels(cfg, info);
+    info.head = "question_answering";
+    m->head_name = "qa_outputs";
+    m->score = take_linear(root, "qa_outputs", info.num_labels, C, /*bias=*/true);
   }
   w.finish();
 

@@ -42,7 +42,17 @@ CASES = [
     ("mqa-legacy", dict(SMALL, num_key_value_heads=1, rope_parameters={"rope_type": "default", "rope_theta": 3000.0}),
      T.Qwen3Model),
     ("seqcls", dict(SMALL, num_labels=3), T.Qwen3ForSequenceClassification),
+    ("tokcls", dict(SMALL, num_labels=5, classifier_dropout=0.0), T.Qwen3ForTokenClassification),
+    ("qa", dict(SMALL), T.Qwen3ForQuestionAnswering),
 ]
+HEADS = {"seqcls": "sequence_classification", "tokcls": "token_classification", "qa": "question_answering"}
+
+
+def reference_logits(out):
+    """transformers' head output as encore returns it: logits, or (B, T, 2) = start, end for question answering."""
+    if getattr(out, "start_logits", None) is not None:
+        return torch.stack([out.start_logits, out.end_logits], -1)
+    return getattr(out, "logits", None)
 BY_NAME = {c[0]: c for c in CASES}
 
 
@@ -124,17 +134,22 @@ def test_matches_transformers(saved, name, side, skip_padding):
     assert len(got["hidden_states"]) == len(ref.hidden_states) == cfg.num_hidden_layers + 1
     for i, (a, b) in enumerate(zip(got["hidden_states"], ref.hidden_states)):
         compare(a, b.numpy(), f"hidden_states[{i}]")
-    if getattr(ref, "logits", None) is None:
+    want = reference_logits(ref)
+    if want is None:
         assert np.abs(ref.last_hidden_state.numpy()).max() > 0.1  # a real signal
         compare(got["last_hidden_state"], ref.last_hidden_state.numpy(), "last_hidden_state")
         assert got.get("logits") is None
         return
-    logits, want = np.asarray(got["logits"]), ref.logits.numpy()
-    assert logits.shape == want.shape == (len(LENGTHS), cfg.num_labels)
+    logits, want = np.asarray(got["logits"]), want.numpy()
+    labels = 2 if name == "qa" else cfg.num_labels
+    assert logits.shape == want.shape == ((len(LENGTHS), labels) if name == "seqcls"
+                                          else (len(LENGTHS), max(LENGTHS), labels))
+    if logits.ndim == 3:  # every token: the positions compared for the hidden states
+        logits, want = logits[compared], want[compared]
     assert np.abs(want).max() > 0.05
     d = max_diff(logits, want)
     assert d <= TOL, f"{name}: logits max abs diff {d:.2e}"
-    assert enc.config["head"] == "sequence_classification" and enc.config["num_labels"] == cfg.num_labels
+    assert enc.config["head"] == HEADS[name] and enc.config["num_labels"] == labels
 
 
 def test_last_token_is_the_same_on_every_path(saved):
@@ -255,7 +270,8 @@ def _torch_grad():
         yield
 
 
-@pytest.mark.parametrize("name,side", [("gqa", "right"), ("mha", "left"), ("seqcls", "left")])
+@pytest.mark.parametrize("name,side", [("gqa", "right"), ("mha", "left"), ("seqcls", "left"), ("tokcls", "right"),
+                                       ("qa", "left")])
 def test_every_parameter_gradient_matches_torch_autograd(saved, name, side, tmp_path, _torch_grad):
     """Training: one padded batch (attention_dropout 0, Qwen3's default), loss = sum(R * output) with a fixed random R
     over the logits, or over the real tokens' last hidden state for base models; the loss and EVERY parameter
@@ -269,8 +285,8 @@ def test_every_parameter_gradient_matches_torch_autograd(saved, name, side, tmp_
     ids, mask = batch(ref.config, LENGTHS, seed=21, side=side)
     real = mask.astype(bool)
     out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
-    has_logits = getattr(out, "logits", None) is not None
-    target = out.logits if has_logits else out.last_hidden_state
+    has_logits = reference_logits(out) is not None
+    target = reference_logits(out) if has_logits else out.last_hidden_state
     r = np.random.default_rng(4).standard_normal(tuple(target.shape)).astype(np.float32)
     if target.dim() == 3:
         r[~real] = 0  # padded positions: nothing reads them
@@ -287,7 +303,8 @@ def test_every_parameter_gradient_matches_torch_autograd(saved, name, side, tmp_
     hf = dict(ref.named_parameters())
     covered = set()
     for n, g in params.grads().items():
-        hf_name = "model." + n if has_logits and not n.startswith("score.") else n
+        base = "transformer." if name == "qa" else "model."
+        hf_name = base + n if has_logits and not n.startswith(("score.", "qa_outputs.")) else n
         covered.add(hf_name)
         want = hf[hf_name].grad.numpy()
         assert g.shape == want.shape, n
@@ -480,3 +497,16 @@ def test_causal_lm_checkpoint_loads_as_its_base_model(tmp_path, tied):
                            attention_mask=torch.from_numpy(mask)).last_hidden_state.numpy()
     real = mask.astype(bool)
     assert max_diff(enc(ids, mask)[real], want[real]) <= TOL
+
+
+@pytest.mark.parametrize("name", ["seqcls", "tokcls", "qa"])
+def test_task_checkpoints_export_as_loaded(saved, name):
+    """export_hf of a loaded task checkpoint names its class and loads into it strictly (base model under "model.",
+    "transformer." for question answering), the tensors equal to the checkpoint's."""
+    path, model = saved[name]
+    arch, tensors = encore.AutoModel.load(path).export_hf()
+    assert arch == type(model).__name__
+    back = type(model)(model.config).eval()
+    back.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}, strict=True)
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(np.asarray(tensors[k]), v.numpy(), err_msg=k)
