@@ -461,6 +461,13 @@ class T5Encoder : public EncoderModel {
 std::unique_ptr<EncoderModel> load_t5(const HfConfig& cfg, const io::WeightStore& store) {
   auto m = std::make_unique<T5Encoder>();
   const T5Config c = m->config = read_config(cfg);
+  // T5's task heads encore does not run: *ForSequenceClassification and *ForQuestionAnswering read the decoder's
+  // output, *ForTokenClassification has a classifier encore does not load. Loaded as the encoder, and said so (the
+  // generic warning stays quiet for these suffixes, which other families run).
+  for (const char* head : {"ForSequenceClassification", "ForQuestionAnswering", "ForTokenClassification"})
+    if (architecture_ends_with(cfg, head))
+      warn(cfg.source() + ": a T5 *" + head + " checkpoint: encore runs only the T5 encoder (no logits); " +
+           "its head and decoder weights are ignored");
   const int64_t C = c.d_model, inner = c.heads * c.d_kv;
   // T5EncoderModel / T5Model / T5ForConditionalGeneration: "shared.weight" at the top; task models: "transformer."
   m->checkpoint_prefix = detect_prefix(store, "transformer.", "encoder.final_layer_norm.weight");

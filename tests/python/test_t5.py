@@ -450,3 +450,22 @@ def test_train_embedding_writes_what_sentence_transformers_loads(sentence_t5, tm
     ref = SentenceTransformer(str(out), device="cpu").encode(TEXTS)
     assert ((got * ref).sum(-1)).min() >= 0.99999
     assert max_diff(got, st.encode(TEXTS)) > 1e-3
+
+
+@pytest.mark.parametrize("cls", ["T5ForSequenceClassification", "T5ForQuestionAnswering", "T5ForTokenClassification"])
+def test_task_heads_encore_does_not_run_are_warned(tmp_path, cls):
+    """T5's task checkpoints (heads over the decoder, or a token classifier encore does not load) load as the encoder
+    with a warning naming the head, never silently without logits; the encoder's output is transformers'."""
+    torch.manual_seed(41)
+    model = perturbed(getattr(T, cls)(T.T5Config(**SMALL, num_labels=3, attn_implementation="eager")))
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    with pytest.warns(UserWarning, match=f"T5 \\*{cls[2:]} checkpoint: encore runs only the T5 encoder"):
+        enc = encore.AutoModel.load(str(tmp_path))
+    ids, mask = batch(model.config, LENGTHS, seed=9)
+    got = enc(ids, mask, return_dict=True, skip_padding=False)
+    assert got.get("logits") is None
+    base = getattr(model, "transformer", model)  # T5ForQuestionAnswering keeps shared/encoder/decoder at the top
+    encoder = getattr(base, "encoder", base)
+    with torch.no_grad():
+        want = encoder(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
+    assert max_diff(got["last_hidden_state"], want.numpy()) <= TOL
