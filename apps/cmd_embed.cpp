@@ -556,9 +556,21 @@ void register_embed(CLI::App& app) {
   });
 
   static std::string info_model;
+  static bool info_families = false;
   auto* info = app.add_subcommand("info", "architecture, parameters, memory and pooling of a model directory");
   info->add_option("model", info_model, "model directory (default: $ENCORE_MODEL, else all-MiniLM-L6-v2)");
+  info->add_flag("--families", info_families,
+                 "list every model family encore loads (config.json's model_type) and what each runs, as a "
+                 "Markdown table, instead of describing a model");
   info->callback([] {
+    if (info_families) {
+      ENCORE_CHECK_AS(UsageError, info_model.empty(), "encore info --families takes no model directory");
+      std::printf("| model_type | task heads | attention and positions |\n|---|---|---|\n");
+      for (const AutoModel::Family& f : AutoModel::supported_families())
+        std::printf("| `%s` | %s | %s |\n", f.model_type.c_str(), f.heads.c_str(), f.attention.c_str());
+      std::printf("\nEvery family runs padded and padding-free batches, in fp32, bf16 and int8, and trains.\n");
+      return;
+    }
     const std::string dir = info_model.empty() ? default_model_dir() : info_model;
     SentenceEncoder enc = SentenceEncoder::load(dir);
     const ModelInfo& mi = enc.model().info();

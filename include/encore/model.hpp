@@ -68,6 +68,12 @@ class AutoModel {
   // docs/quantization.md). Weights are prepared (reordered, converted, quantized) once here.
   static AutoModel load(const std::string& model_dir, DType dtype = DType::f32);
   static std::vector<std::string> supported_model_types();
+  // Every family in registry order: its model_type, the task heads it runs and its attention/positions (what
+  // `encore info --families` prints). Every family also runs padding-free, in fp32/bf16/int8, and trains.
+  struct Family {
+    std::string model_type, heads, attention;
+  };
+  static std::vector<Family> supported_families();
 
   // input_ids (B, T) int64; attention_mask (B, T) int64 1 = token, 0 = padding (undefined = all tokens);
   // token_type_ids (B, T) int64 or undefined (zeros).

@@ -547,6 +547,11 @@ AutoModel AutoModel::load(const std::string& model_dir, DType dtype) {
 }
 
 std::vector<std::string> AutoModel::supported_model_types() { return models::registered_families(); }
+std::vector<AutoModel::Family> AutoModel::supported_families() {
+  std::vector<Family> out;
+  for (const auto& f : models::family_descriptions()) out.push_back({f.model_type, f.heads, f.attention});
+  return out;
+}
 
 ModelOutput AutoModel::forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
                                const ForwardOptions& options) const {

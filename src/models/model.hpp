@@ -137,6 +137,11 @@ class EncoderModel : public nn::Module {
 using Loader = std::unique_ptr<EncoderModel> (*)(const HfConfig&, const io::WeightStore&);
 // The model_type -> loader table (registry.cpp); a family file defines its loader.
 const std::map<std::string, Loader>& registry();
+// What each family runs, in registry order (registry.cpp's third and fourth columns).
+struct FamilyDescription {
+  std::string model_type, heads, attention;
+};
+const std::vector<FamilyDescription>& family_descriptions();
 std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dtype = DType::f32);
 // Quantized checkpoints (quantize.cpp, docs/quantization.md). The full names of the encoder layers' Linear
 // weights (query, key, value, attention output, FFN in and out) of model_dir's model, as its family loads them:

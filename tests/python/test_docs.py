@@ -16,6 +16,7 @@ import os
 import pathlib
 import re
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -303,6 +304,21 @@ def test_model_families_page_lists_the_registered_types():
     loads = page.split("\n## What loads\n", 1)[1].split("\n## ", 1)[0]
     table = set(re.findall(r"^\| `([a-z0-9-]+)` \|", loads, re.M))
     assert table == registered, f"docs/model_families.md lists {sorted(table)}, the library registers {sorted(registered)}"
+
+
+def test_readme_family_table_is_encore_info_families():
+    """README's family table is exactly what `encore info --families` prints, and that lists every registered
+    model_type once (so a family added to the registry must appear in both)."""
+    encore = require_encore()
+    out = subprocess.run([str(BIN), "info", "--families"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- encore info --families -->\n", 1)[1].split("<!-- /encore info --families -->", 1)[0]
+    assert block == out.stdout, "README's family table differs from `encore info --families`: paste its output"
+    listed = re.findall(r"^\| `([a-z0-9-]+)` \|", out.stdout, re.M)
+    assert sorted(listed) == sorted(encore.AutoModel.supported_model_types()), listed
+    bad = subprocess.run([str(BIN), "info", "--families", "/tmp"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "takes no model directory" in bad.stderr, bad.stderr
 
 
 def test_python_api_page_documents_every_export():
