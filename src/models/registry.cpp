@@ -7,16 +7,19 @@
 // `encore info --families` and AutoModel::supported_families() print (README's family table is that output); every
 // family runs padded and padding-free, in fp32/bf16/int8, and trains (tests/python/test_<family>.py and
 // test_models_parity.py / test_model_training.py check each claim against transformers).
+// HEADS: the four heads of an encoder family (*ForSequenceClassification, *ForTokenClassification,
+// *ForQuestionAnswering, *ForMaskedLM / *ForPreTraining).
+#define HEADS "sequence classification, token classification, question answering, masked LM"
 #define ENCORE_FAMILIES(X) \
-  X("bert", load_bert, "sequence classification, token classification, question answering, masked LM", "bidirectional; absolute positions") \
-  X("roberta", load_roberta, "sequence classification, token classification, question answering, masked LM", "bidirectional; absolute positions from pad_token_id + 1") \
-  X("xlm-roberta", load_roberta, "sequence classification, token classification, question answering, masked LM", "bidirectional; absolute positions from pad_token_id + 1") \
-  X("electra", load_electra, "sequence classification, token classification, question answering, masked LM", "bidirectional; absolute positions") \
-  X("distilbert", load_distilbert, "sequence classification, token classification, question answering, masked LM", "bidirectional; absolute positions") \
-  X("albert", load_albert, "sequence classification, token classification, question answering, masked LM", "bidirectional; absolute positions; layers shared across groups") \
-  X("mpnet", load_mpnet, "sequence classification, token classification, question answering, masked LM", "bidirectional; absolute positions + relative bucket bias") \
-  X("modernbert", load_modernbert, "sequence classification, token classification, question answering, masked LM", "bidirectional; rotary, global + sliding-window local layers") \
-  X("deberta-v2", load_deberta_v2, "sequence classification, token classification, question answering, masked LM", "bidirectional; disentangled relative attention (c2p/p2c)") \
+  X("bert", load_bert, HEADS, "bidirectional; absolute positions") \
+  X("roberta", load_roberta, HEADS, "bidirectional; absolute positions from pad_token_id + 1") \
+  X("xlm-roberta", load_roberta, HEADS, "bidirectional; absolute positions from pad_token_id + 1") \
+  X("electra", load_electra, HEADS, "bidirectional; absolute positions") \
+  X("distilbert", load_distilbert, HEADS, "bidirectional; absolute positions") \
+  X("albert", load_albert, HEADS, "bidirectional; absolute positions; layers shared across groups") \
+  X("mpnet", load_mpnet, HEADS, "bidirectional; absolute positions + relative bucket bias") \
+  X("modernbert", load_modernbert, HEADS, "bidirectional; rotary, global + sliding-window local layers") \
+  X("deberta-v2", load_deberta_v2, HEADS, "bidirectional; disentangled relative attention (c2p/p2c)") \
   X("qwen3", load_qwen3, "sequence classification (last token), token classification, question answering", "causal; rotary, grouped-query; last-token pooling") \
   X("t5", load_t5, "none (encoder of T5/T5ForConditionalGeneration)", "bidirectional; relative bucket bias, no length limit") \
   X("mt5", load_t5, "none (encoder of MT5/MT5ForConditionalGeneration)", "bidirectional; relative bucket bias, no length limit")
