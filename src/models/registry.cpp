@@ -21,8 +21,8 @@
   X("modernbert", load_modernbert, HEADS, "bidirectional; rotary, global + sliding-window local layers") \
   X("deberta-v2", load_deberta_v2, HEADS, "bidirectional; disentangled relative attention (c2p/p2c)") \
   X("qwen3", load_qwen3, "sequence classification (last token), token classification, question answering", "causal; rotary, grouped-query; last-token pooling") \
-  X("t5", load_t5, "none (encoder of T5/T5ForConditionalGeneration)", "bidirectional; relative bucket bias, no length limit") \
-  X("mt5", load_t5, "none (encoder of MT5/MT5ForConditionalGeneration)", "bidirectional; relative bucket bias, no length limit")
+  X("t5", load_t5, "token classification; encoder of T5/T5ForConditionalGeneration", "bidirectional; relative bucket bias, no length limit") \
+  X("mt5", load_t5, "token classification; encoder of MT5/MT5ForConditionalGeneration", "bidirectional; relative bucket bias, no length limit")
 
 namespace encore::models {
 

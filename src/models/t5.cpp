@@ -23,6 +23,7 @@
 // relative_attention_bias by bucket (ops::relative_position_bias_backward).
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "models/model.hpp"
 #include "nn/common.hpp"
@@ -300,6 +301,9 @@ class T5Encoder : public EncoderModel {
   nn::RMSNorm final_layer_norm;
   std::string checkpoint_prefix;  // "" or "transformer." (a task model's checkpoint)
   double dropout = 0.0;           // after the embeddings and after final_layer_norm (training)
+  // T5ForTokenClassification's head: dropout(classifier_dropout) + "classifier" on every token (the encoder under
+  // "transformer.")
+  std::optional<ClassificationHead> head;
 
   int64_t max_sequence_length() const override { return config.max_positions; }
 
@@ -359,6 +363,7 @@ class T5Encoder : public EncoderModel {
       x = ops::dropout_forward(x, dropout, true, sv->seed_final);
     }
     out.last_hidden_state = packed ? packed->scatter(x) : x;
+    if (head && opt.compute_logits) out.logits = head->forward(out.last_hidden_state, sv ? &sv->head : nullptr);
     if (opt.output_hidden_states) out.hidden_states.back() = out.last_hidden_state;  // transformers' last entry
     if (sv) {
       sv->ctx = std::move(ctx);
@@ -372,8 +377,14 @@ class T5Encoder : public EncoderModel {
   void backward(const Tensor& d_last, const Tensor& d_pooler, const Tensor& d_logits) override {
     auto sv = pop_saved<Saved>(info.model_type.c_str());
     ENCORE_CHECK(!d_pooler.defined(), "backward: d_pooler given but ", info.model_type, " has no pooler");
-    ENCORE_CHECK(!d_logits.defined(), "backward: d_logits given but the t5 encoder has no head");
+    ENCORE_CHECK(!d_logits.defined() || head, "backward: d_logits given but this ", info.model_type,
+                 " encoder has no head");
     Tensor dlast = d_last.defined() ? d_last.contiguous() : Tensor::zeros(sv->last.shape());
+    if (d_logits.defined()) {
+      check_shape(dlast, "d_last_hidden_state", sv->last.shape());
+      // in the forward pass this was:  logits = classifier(dropout(last))
+      dlast = ops::add_forward(dlast, head->backward(sv->head, d_logits));
+    }
     check_shape(dlast, "d_last_hidden_state", sv->last.shape());
     // in the forward pass this was:  last = dropout(final_layer_norm(x))
     Tensor d;
@@ -405,6 +416,7 @@ class T5Encoder : public EncoderModel {
   void set_dropout(double p) override {
     dropout = p;
     for (auto& b : blocks) b.dropout = b.attn.dropout = b.ff.dropout = p;
+    if (head) head->dropout_in = p;
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
   void prepare_inference_weights(DType dtype) override {
@@ -416,11 +428,19 @@ class T5Encoder : public EncoderModel {
 
   HfExport export_hf() override {
     HfExport e;
-    e.architecture = info.model_type == "mt5" ? "MT5EncoderModel" : "T5EncoderModel";
+    e.architecture = std::string(info.model_type == "mt5" ? "MT5" : "T5") + (head ? "ForTokenClassification" : "EncoderModel");
+    std::set<const Tensor*> head_params;
+    if (head) {
+      std::vector<nn::ParamRef> hrefs;
+      nn::ParameterList hlist("", hrefs);
+      head->members(hlist, "");
+      for (auto& r : hrefs) head_params.insert(r.param);
+    }
     std::vector<nn::ParamRef> refs;
     nn::ParameterList list("", refs);
     members(list);
-    for (auto& r : refs) e.tensors.emplace_back(r.name, r.param->contiguous());
+    for (auto& r : refs)  // a token-classification model keeps the encoder under "transformer."
+      e.tensors.emplace_back((head && !head_params.count(r.param) ? "transformer." : "") + r.name, r.param->contiguous());
     return e;
   }
 
@@ -441,6 +461,7 @@ class T5Encoder : public EncoderModel {
     m.child("shared", shared);
     for (size_t i = 0; i < blocks.size(); ++i) m.child("encoder.block." + std::to_string(i), blocks[i]);
     m.child("encoder.final_layer_norm", final_layer_norm);
+    if (head) head->members(m, "");
   }
 
  private:
@@ -452,6 +473,7 @@ class T5Encoder : public EncoderModel {
     bool checkpointing = false;
     AttentionContext ctx;
     Tensor last;
+    ClassificationHead::Saved head;
   };
   const Tensor& relative_table() const { return blocks[0].attn.relative_attention_bias->weight; }
 };
@@ -464,14 +486,23 @@ std::unique_ptr<EncoderModel> load_t5(const HfConfig& cfg, const io::WeightStore
   // T5's task heads encore does not run: *ForSequenceClassification and *ForQuestionAnswering read the decoder's
   // output, *ForTokenClassification has a classifier encore does not load. Loaded as the encoder, and said so (the
   // generic warning stays quiet for these suffixes, which other families run).
+  const bool token_head = architecture_ends_with(cfg, "ForTokenClassification") && store.contains("classifier.weight");
   for (const char* head : {"ForSequenceClassification", "ForQuestionAnswering", "ForTokenClassification"})
-    if (architecture_ends_with(cfg, head))
+    if (architecture_ends_with(cfg, head) && !token_head)
       warn(cfg.source() + ": a T5 *" + head + " checkpoint: encore runs only the T5 encoder (no logits); " +
            "its head and decoder weights are ignored");
   const int64_t C = c.d_model, inner = c.heads * c.d_kv;
   // T5EncoderModel / T5Model / T5ForConditionalGeneration: "shared.weight" at the top; task models: "transformer."
   m->checkpoint_prefix = detect_prefix(store, "transformer.", "encoder.final_layer_norm.weight");
-  Weights w = Weights(store, "").sub(m->checkpoint_prefix);
+  Weights root(store, "");
+  Weights w = root.sub(m->checkpoint_prefix);
+  if (token_head) {
+    read_labels(cfg, m->info);
+    m->info.head = "token_classification";
+    m->head = take_head(root, head_layout(ClassificationHead::Input::every_token, "", "classifier", kernels::Act::none,
+                                          cfg.get_double("classifier_dropout", 0.0), 0.0),
+                        m->info.num_labels, C);
+  }
   // the token table is "shared" (encoder.embed_tokens is tied to it and usually not stored)
   const std::string table = w.has("shared.weight") || !w.has("encoder.embed_tokens.weight") ? "shared.weight"
                                                                                              : "encoder.embed_tokens.weight";
@@ -504,6 +535,7 @@ std::unique_ptr<EncoderModel> load_t5(const HfConfig& cfg, const io::WeightStore
   m->final_layer_norm = take_norm(w, "encoder.final_layer_norm", C, c.eps);
   w.finish();
   m->set_dropout(c.dropout);
+  if (m->head) m->head->dropout_in = cfg.get_double("classifier_dropout", 0.0);
 
   ModelInfo& info = m->info;
   info.hidden_size = C;

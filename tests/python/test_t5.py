@@ -452,10 +452,9 @@ def test_train_embedding_writes_what_sentence_transformers_loads(sentence_t5, tm
     assert max_diff(got, st.encode(TEXTS)) > 1e-3
 
 
-@pytest.mark.parametrize("cls", ["T5ForSequenceClassification", "T5ForQuestionAnswering", "T5ForTokenClassification"])
+@pytest.mark.parametrize("cls", ["T5ForSequenceClassification", "T5ForQuestionAnswering"])
 def test_task_heads_encore_does_not_run_are_warned(tmp_path, cls):
-    """T5's task checkpoints (heads over the decoder, or a token classifier encore does not load) load as the encoder
-    with a warning naming the head, never silently without logits; the encoder's output is transformers'."""
+    """T5's task checkpoints whose heads read the decoder load as the encoder with a warning naming the head, never silently without logits; the encoder's output is transformers'."""
     torch.manual_seed(41)
     model = perturbed(getattr(T, cls)(T.T5Config(**SMALL, num_labels=3, attn_implementation="eager")))
     model.save_pretrained(tmp_path, safe_serialization=True)
@@ -469,3 +468,59 @@ def test_task_heads_encore_does_not_run_are_warned(tmp_path, cls):
     with torch.no_grad():
         want = encoder(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
     assert max_diff(got["last_hidden_state"], want.numpy()) <= TOL
+
+
+
+def test_token_classification_matches_transformers(tmp_path, _torch_grad):
+    """T5ForTokenClassification (T5EncoderModel under "transformer." + dropout + "classifier"): logits within 1e-5 on
+    every position (padded) and real positions (padding-free); training: the loss and every parameter gradient (the
+    classifier's included) within 1e-4 relative of torch autograd; export_hf loads into T5ForTokenClassification
+    strictly with the same logits."""
+    import copy
+    torch.manual_seed(43)
+    cfg = T.T5Config(**dict(SMALL, feed_forward_proj="gated-gelu"), num_labels=5, attn_implementation="eager")
+    model = perturbed(T.T5ForTokenClassification(cfg))
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the head runs: no unrunnable-head warning
+        enc = encore.AutoModel.load(str(tmp_path / "m"))
+    assert enc.config["head"] == "token_classification" and enc.config["num_labels"] == 5
+    ids, mask = batch(cfg, LENGTHS, seed=12)
+    real = mask.astype(bool)
+    with torch.no_grad():
+        want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+    assert np.abs(want).max() > 0.1
+    for skip_padding in [False, True]:
+        got = np.asarray(enc(ids, mask, return_dict=True, skip_padding=skip_padding)["logits"])
+        sel = real if skip_padding else np.ones_like(real)
+        assert got.shape == want.shape and max_diff(got[sel], want[sel]) <= TOL, skip_padding
+    ref = copy.deepcopy(model).eval()
+    train = encore.AutoModel.load(str(tmp_path / "m")).train()
+    train.set_dropout(0.0)
+    params = train.parameters_module()
+    params.zero_grad()
+    out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits
+    r = np.random.default_rng(5).standard_normal(tuple(out.shape)).astype(np.float32)
+    r[~real] = 0
+    (out * torch.from_numpy(r)).sum().backward()
+    logits = np.asarray(train(ids, mask, return_dict=True)["logits"])
+    assert max_diff(logits, out.detach().numpy()) <= TOL
+    train.backward(d_logits=r)
+    hf = dict(ref.named_parameters())
+    grads = params.grads()
+    names = {("" if n.startswith("classifier.") else "transformer.") + n: g for n, g in grads.items()}
+    assert set(names) == set(hf), sorted(set(names) ^ set(hf))
+    for n, g in names.items():
+        w = hf[n].grad.numpy()
+        assert np.abs(w).max() > 0, n
+        assert float(np.abs(g - w).max() / np.abs(w).max()) <= GRAD_REL, n
+    arch, tensors = enc.export_hf()
+    assert arch == "T5ForTokenClassification"
+    back = T.T5ForTokenClassification(cfg).eval()
+    missing, unexpected = back.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()},
+                                               strict=False)
+    assert not unexpected and set(missing) <= {"transformer.encoder.embed_tokens.weight"}, (missing, unexpected)
+    with torch.no_grad():
+        again = back(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
+    assert max_diff(again, want) <= TOL
