@@ -475,7 +475,8 @@ def test_token_classification_matches_transformers(tmp_path, _torch_grad):
     """T5ForTokenClassification (T5EncoderModel under "transformer." + dropout + "classifier"): logits within 1e-5 on
     every position (padded) and real positions (padding-free); training: the loss and every parameter gradient (the
     classifier's included) within 1e-4 relative of torch autograd; export_hf loads into T5ForTokenClassification
-    strictly with the same logits."""
+    strictly with the same logits. Logits tolerance 1e-5·max(1, |logit|) as test_question_answering's (measured 9.5e-6
+    on logits up to 15.8; gradients <= 9.3e-7)."""
     import copy
     torch.manual_seed(43)
     cfg = T.T5Config(**dict(SMALL, feed_forward_proj="gated-gelu"), num_labels=5, attn_implementation="eager")
@@ -491,10 +492,11 @@ def test_token_classification_matches_transformers(tmp_path, _torch_grad):
     with torch.no_grad():
         want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
     assert np.abs(want).max() > 0.1
+    ltol = TOL * max(1.0, float(np.abs(want).max()))
     for skip_padding in [False, True]:
         got = np.asarray(enc(ids, mask, return_dict=True, skip_padding=skip_padding)["logits"])
         sel = real if skip_padding else np.ones_like(real)
-        assert got.shape == want.shape and max_diff(got[sel], want[sel]) <= TOL, skip_padding
+        assert got.shape == want.shape and max_diff(got[sel], want[sel]) <= ltol, skip_padding
     ref = copy.deepcopy(model).eval()
     train = encore.AutoModel.load(str(tmp_path / "m")).train()
     train.set_dropout(0.0)
@@ -505,7 +507,7 @@ def test_token_classification_matches_transformers(tmp_path, _torch_grad):
     r[~real] = 0
     (out * torch.from_numpy(r)).sum().backward()
     logits = np.asarray(train(ids, mask, return_dict=True)["logits"])
-    assert max_diff(logits, out.detach().numpy()) <= TOL
+    assert max_diff(logits, out.detach().numpy()) <= ltol
     train.backward(d_logits=r)
     hf = dict(ref.named_parameters())
     grads = params.grads()
@@ -523,4 +525,4 @@ def test_token_classification_matches_transformers(tmp_path, _torch_grad):
     assert not unexpected and set(missing) <= {"transformer.encoder.embed_tokens.weight"}, (missing, unexpected)
     with torch.no_grad():
         again = back(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits.numpy()
-    assert max_diff(again, want) <= TOL
+    assert max_diff(again, want) <= ltol
