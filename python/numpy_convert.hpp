@@ -93,13 +93,17 @@ inline Tensor mask_tensor(const py::object& obj, const char* name) {
   throw encore::Error(std::string(name) + ": expected dtype bool or float32, got " + numpy_dtype_name(a));
 }
 
-// Zero-copy numpy view of a tensor (float32, int8, uint8 or int64); the capsule keeps the storage alive.
+// Zero-copy numpy view of a tensor (float32, int8, uint8 or int64); the capsule keeps the storage alive. A tensor
+// in a checkpoint's read-only file mapping (a loaded model's weights before train(), export_hf of them) gives a
+// read-only array: numpy refuses a write ("assignment destination is read-only") where the process would fault.
 template <typename T>
 py::object numpy_view(const Tensor& t) {
   auto* keep = new Tensor(t);
   py::capsule owner(keep, [](void* p) { delete static_cast<Tensor*>(p); });
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  return py::array_t<T>(shape, t.data<T>(), owner);
+  py::array_t<T> a(shape, t.data<T>(), owner);
+  if (t.is_file_mapping()) a.attr("setflags")(py::arg("write") = false);
+  return a;
 }
 
 inline py::object to_numpy(const Tensor& t_in) {
@@ -130,6 +134,8 @@ inline nn::StateDict state_dict_from_python(const py::dict& d) {
   return sd;
 }
 
+// Arrays share the parameters' memory, as torch's state_dict shares storage (read-only while a weight is still
+// the checkpoint's mapping: see to_numpy).
 inline py::dict state_dict_to_python(nn::Module& m) {
   py::dict d;
   for (auto& [name, t] : m.named_parameters()) d[py::str(name)] = to_numpy(*t);

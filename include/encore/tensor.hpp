@@ -75,6 +75,12 @@ class Tensor {
   // of it, not two. Returns the bytes advised; 0 for any other tensor (memory of our own is never dropped).
   int64_t release_resident_pages() const;
   bool is_file_mapping() const;  // wrapped with wrap_file_mapping
+  // Copy-on-write for a tensor wrapped with wrap_file_mapping (whose memory is read-only: a write through
+  // data<T>() would fault): its storage moves to owned memory first, and every handle sharing that storage,
+  // views included, sees the copy; is_file_mapping() is false afterwards. A no-op for any other tensor.
+  // copy_from and fill call it; code that writes through data<T>() into a tensor it did not create (optimizers,
+  // initialisers) calls it before writing.
+  void make_writable();
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -36,8 +36,9 @@ class Storage {
     owned_ = true;
     note_alloc(static_cast<int64_t>(bytes_));
   }
-  Storage(void* data, std::shared_ptr<void> owner, bool file_mapping = false)
-      : data_(data), owner_(std::move(owner)), file_mapping_(file_mapping) {}
+  // bytes: the extent of the wrapped memory; needed only for a file mapping (make_writable copies that much).
+  Storage(void* data, std::shared_ptr<void> owner, bool file_mapping = false, size_t bytes = 0)
+      : data_(data), bytes_(file_mapping ? bytes : 0), owner_(std::move(owner)), file_mapping_(file_mapping) {}
   ~Storage() {
     if (owned_) {
       core::storage_release(data_, capacity_);
@@ -48,6 +49,19 @@ class Storage {
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   bool file_mapping() const { return file_mapping_; }
+
+  // Copy-on-write for a read-only file mapping: the bytes move to owned memory, every handle of this storage
+  // (views included) sees the copy, and the mapping's keep-alive is dropped. A no-op for any other storage.
+  void make_writable() {
+    if (!file_mapping_) return;
+    void* copy = core::storage_allocate(bytes_, &capacity_);
+    if (bytes_) std::memcpy(copy, data_, bytes_);
+    data_ = copy;
+    owned_ = true;
+    file_mapping_ = false;
+    owner_.reset();
+    note_alloc(static_cast<int64_t>(bytes_));
+  }
 
  private:
   void* data_ = nullptr;
@@ -159,7 +173,9 @@ Tensor Tensor::wrap_storage(void* data, const Shape& shape, DType dtype, std::sh
                             const Shape& strides, bool file_mapping) {
   check_new_shape(shape);
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(data, std::move(owner), file_mapping);
+  const size_t bytes = static_cast<size_t>(std::accumulate(shape.begin(), shape.end(), int64_t{1},
+                                                          std::multiplies<int64_t>())) * dtype_size(dtype);
+  t.storage_ = std::make_shared<Storage>(data, std::move(owner), file_mapping, bytes);
   t.shape_ = shape;
   t.strides_ = strides.empty() ? contiguous_strides(shape) : strides;
   ENCORE_CHECK(t.strides_.size() == shape.size(), "wrap: ", strides.size(), " strides for shape ",
@@ -178,6 +194,10 @@ Tensor Tensor::wrap_file_mapping(const void* data, const Shape& shape, DType dty
 }
 
 bool Tensor::is_file_mapping() const { return defined() && storage_->file_mapping(); }
+
+void Tensor::make_writable() {
+  if (defined()) storage_->make_writable();
+}
 
 int64_t Tensor::release_resident_pages() const {
   if (!defined() || !storage_->file_mapping() || numel() == 0) return 0;
@@ -323,12 +343,14 @@ void Tensor::copy_from(const Tensor& src) {
   ENCORE_CHECK(src.dtype_ == dtype_, "copy_from: dtype ", dtype_name(src.dtype_), " does not match ",
                dtype_name(dtype_));
   if (numel() == 0) return;
+  make_writable();  // after the checks: a refused copy changes nothing
   copy_strided(static_cast<char*>(raw_data()), strides_, static_cast<const char*>(src.raw_data()), src.strides_,
                shape_, 0, dtype_size(dtype_));
 }
 
 void Tensor::fill(float value) {
   ENCORE_CHECK(dtype_ == DType::f32 && is_contiguous(), "fill: needs a contiguous float32 tensor");
+  make_writable();
   float* p = data<float>();
   for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
 }

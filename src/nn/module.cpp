@@ -214,6 +214,7 @@ void Module::reset_parameters(uint64_t seed) {
   if (t_no_init) return;
   drop_prepared();
   for (auto& [name, t] : named_parameters()) {
+    t->make_writable();
     float* p = t->data<float>();
     const int64_t n = t->numel();
     if (ends_with(name, "bias")) {

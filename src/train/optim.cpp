@@ -36,6 +36,7 @@ void AdamW::step() {
     const double bias2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(s.step)));
     const float step_size = static_cast<float>(options_.lr / bias1);
     const float inv_b2 = static_cast<float>(1.0 / bias2_sqrt);
+    s.param->make_writable();  // a never-trained model's weights may still be the checkpoint's read-only mapping
     float* p = s.param->data<float>();
     const float* g = s.grad->data<float>();
     float* m = s.exp_avg.data<float>();

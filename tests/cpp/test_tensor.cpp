@@ -10,6 +10,12 @@
 #include "core/allocator.hpp"
 #include "encore/nn.hpp"
 #include "encore/tensor.hpp"
+#include "encore/train.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <memory>
+#include <vector>
 
 using encore::Shape;
 using encore::Tensor;
@@ -343,4 +349,94 @@ TEST(Allocator, SteadyStateInferenceMapsNoNewMemory) {
     second = Tensor();
     EXPECT_EQ(encore::memory_stats().current_bytes, live_before);
   }
+}
+
+// ---- copy-on-write of read-only file mappings (a loaded checkpoint's weights) ----
+
+namespace {
+// n floats 0, 1, 2, ... written to a temporary file and mapped read-only and private, as io::SafeTensors maps a
+// checkpoint: a store into these pages faults.
+struct ReadOnlyMappedFloats {
+  explicit ReadOnlyMappedFloats(int64_t n) : bytes(static_cast<size_t>(n) * sizeof(float)) {
+    char name[] = "/tmp/encore_cow_XXXXXX";
+    fd = mkstemp(name);
+    unlink(name);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = float(i);
+    EXPECT_EQ(write(fd, v.data(), bytes), static_cast<ssize_t>(bytes));
+    void* p = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    const size_t len = bytes;
+    mapping = std::shared_ptr<void>(p, [len](void* q) { munmap(q, len); });
+  }
+  ~ReadOnlyMappedFloats() { close(fd); }
+  std::vector<float> file_contents() const {
+    std::vector<float> v(bytes / sizeof(float));
+    EXPECT_EQ(pread(fd, v.data(), bytes, 0), static_cast<ssize_t>(bytes));
+    return v;
+  }
+  size_t bytes;
+  int fd = -1;
+  std::shared_ptr<void> mapping;
+};
+}  // namespace
+
+TEST(Tensor, WritingAFileMappingWritesAnOwnedCopy) {
+  ReadOnlyMappedFloats file(8);
+  Tensor t = Tensor::wrap_file_mapping(file.mapping.get(), {2, 4}, encore::DType::f32, file.mapping);
+  Tensor row = t.select(0, 1);  // a view sharing the storage
+  ASSERT_TRUE(t.is_file_mapping());
+  const int64_t before = encore::memory_stats().current_bytes;
+  t.copy_from(Tensor::full({2, 4}, 5.f));  // faulted before copy-on-write
+  EXPECT_FALSE(t.is_file_mapping());
+  EXPECT_FALSE(row.is_file_mapping());
+  EXPECT_EQ(encore::memory_stats().current_bytes - before, 32);  // the copy is encore's own, counted memory
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(row.data<float>()[i], 5.f);  // the view sees the copy
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(file.file_contents()[static_cast<size_t>(i)], float(i));
+
+  ReadOnlyMappedFloats other(4);
+  Tensor u = Tensor::wrap_file_mapping(other.mapping.get(), {4}, encore::DType::f32, other.mapping);
+  Tensor same = u;  // a second handle of the same storage
+  u.fill(-1.f);
+  EXPECT_EQ(same.data<float>()[3], -1.f);
+  EXPECT_EQ(other.file_contents()[3], 3.f);
+  // a refused copy changes nothing: the storage stays the mapping
+  Tensor v = Tensor::wrap_file_mapping(other.mapping.get(), {4}, encore::DType::f32, other.mapping);
+  EXPECT_THROW(v.copy_from(Tensor::zeros({5})), encore::Error);
+  EXPECT_TRUE(v.is_file_mapping());
+  EXPECT_EQ(v.data<float>()[1], 1.f);
+}
+
+TEST(Tensor, ModuleWritesToFileMappedParametersCopyFirst) {
+  // load_state_dict, reset_parameters and an optimizer step on parameters that are still a checkpoint's read-only
+  // mapping (AutoModel::module() of a model never put in train()) write owned copies; the file stays as it was.
+  encore::nn::Linear lin(4, 2);
+  ReadOnlyMappedFloats w(8), b(2);
+  lin.weight = encore::nn::Parameter(Tensor::wrap_file_mapping(w.mapping.get(), {2, 4}, encore::DType::f32, w.mapping));
+  lin.bias = encore::nn::Parameter(Tensor::wrap_file_mapping(b.mapping.get(), {2}, encore::DType::f32, b.mapping));
+  encore::nn::StateDict sd{{"weight", Tensor::full({2, 4}, 0.5f)}, {"bias", Tensor::full({2}, 0.25f)}};
+  lin.load_state_dict(sd);
+  EXPECT_FALSE(lin.weight.is_file_mapping());
+  EXPECT_EQ(lin.weight.data<float>()[7], 0.5f);
+  EXPECT_EQ(lin.bias.data<float>()[1], 0.25f);
+  EXPECT_EQ(w.file_contents()[7], 7.f);
+
+  encore::nn::RMSNorm norm(4);
+  ReadOnlyMappedFloats g(4);
+  norm.weight = encore::nn::Parameter(Tensor::wrap_file_mapping(g.mapping.get(), {4}, encore::DType::f32, g.mapping));
+  norm.train();
+  Tensor x = Tensor::zeros({3, 4});
+  for (int64_t i = 0; i < 12; ++i) x.data<float>()[i] = float(i % 5) - 2.f;
+  norm.forward(x);
+  norm.backward(Tensor::full({3, 4}, 1.f));
+  encore::train::AdamW opt(norm, {});
+  opt.step();
+  EXPECT_FALSE(norm.weight.is_file_mapping());
+  EXPECT_NE(norm.weight.data<float>()[3], 3.f);  // moved by the step
+  EXPECT_EQ(g.file_contents()[3], 3.f);
+
+  lin.weight = encore::nn::Parameter(Tensor::wrap_file_mapping(w.mapping.get(), {2, 4}, encore::DType::f32, w.mapping));
+  lin.reset_parameters(3);
+  EXPECT_FALSE(lin.weight.is_file_mapping());
+  EXPECT_EQ(w.file_contents()[0], 0.f);
 }
