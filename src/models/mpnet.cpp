@@ -14,6 +14,7 @@ class MPNet : public StackedEncoder {
  public:
   Tensor relative_bias, drelative_bias;  // (num_buckets, heads)
   int64_t num_buckets = 32;
+  static constexpr int64_t kMaxDistance = 128;  // transformers' MPNet fixes it
 
   int64_t max_sequence_length() const override { return info.max_position_embeddings - info.pad_token_id - 1; }
 
@@ -41,7 +42,6 @@ class MPNet : public StackedEncoder {
     for (int64_t b = 1; b < d.size(0); ++b) ops::add_forward_(dblock, d.select(0, b));
     ops::relative_position_bias_backward(grad_buffer(drelative_bias, relative_bias), dblock, kMaxDistance);
   }
-  static constexpr int64_t kMaxDistance = 128;  // transformers' MPNet fixes it
 };
 
 }  // namespace
@@ -51,7 +51,9 @@ std::unique_ptr<EncoderModel> load_mpnet(const HfConfig& cfg, const io::WeightSt
   auto m = std::make_unique<MPNet>();
   fill_info(m->info, cfg, d);
   m->info.pad_token_id = cfg.get_int("pad_token_id", 1, 0, 10'000'000);
-  m->num_buckets = cfg.get_int("relative_attention_num_buckets", 32, 2, 4096);
+  // Bidirectional T5 buckets: the log-spaced ones start at num_buckets/4, which must be >= 1 and below the fixed
+  // max_distance (transformers divides by zero or takes the log of a number <= 1 otherwise).
+  m->num_buckets = cfg.get_int("relative_attention_num_buckets", 32, 4, 4 * MPNet::kMaxDistance - 1);
   m->hf_class_stem = "MPNet";
   m->hf_base_prefix = "mpnet.";
   m->hf_checkpoint_prefix = detect_prefix(store, m->hf_base_prefix, "embeddings.word_embeddings.weight");

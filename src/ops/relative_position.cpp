@@ -7,18 +7,23 @@
 namespace encore::ops {
 
 namespace {
-void check_table(const Tensor& table, const char* name, int64_t max_distance) {
+// The buckets are exact up to max_exact = num_buckets/4 (bidirectional; /2 causal) and log-spaced from there to
+// max_distance: max_exact >= 1 and max_distance > max_exact keep that log defined.
+void check_table(const Tensor& table, const char* name, int64_t max_distance, bool bidirectional) {
   check_dtype(table, name, DType::f32);
-  ENCORE_CHECK(table.dim() == 2 && table.size(0) >= 2, name, ": expected (num_buckets >= 2, heads), got ",
-               table.shape_str());
-  ENCORE_CHECK(max_distance >= 1, "relative position bias: max_distance must be positive, got ", max_distance);
+  const int64_t min_buckets = bidirectional ? 4 : 2;
+  ENCORE_CHECK(table.dim() == 2 && table.size(0) >= min_buckets, name, ": expected (num_buckets >= ", min_buckets,
+               ", heads), got ", table.shape_str());
+  const int64_t max_exact = table.size(0) / (bidirectional ? 4 : 2);
+  ENCORE_CHECK(max_distance > max_exact, "relative position bias: max_distance ", max_distance,
+               " must exceed num_buckets/", bidirectional ? 4 : 2, " = ", max_exact);
 }
 }  // namespace
 
 Tensor relative_position_bias_forward(const Tensor& table_in, int64_t T, int64_t S, int64_t max_distance,
                                       bool bidirectional) {
   profiler::Scope profile("relative position bias");
-  check_table(table_in, "relative position bias table", max_distance);
+  check_table(table_in, "relative position bias table", max_distance, bidirectional);
   ENCORE_CHECK(T >= 0 && S >= 0, "relative position bias: negative length ", T, " x ", S);
   const Tensor table = table_in.contiguous();
   const int64_t H = table.size(1);
@@ -32,7 +37,7 @@ void relative_position_bias_backward(Tensor* dtable, const Tensor& dbias_in, int
                                      bool bidirectional) {
   profiler::Scope profile("relative position bias backward");
   if (!dtable) return;
-  check_table(*dtable, "relative position bias dtable", max_distance);
+  check_table(*dtable, "relative position bias dtable", max_distance, bidirectional);
   detail::check_grad(*dtable, "relative position bias dtable", dtable->shape());
   check_dtype(dbias_in, "relative position bias dbias", DType::f32);
   const int64_t H = dtable->size(1);

@@ -166,3 +166,18 @@ def test_bad_inputs(good_dir):
         m(np.ones((2, 3), np.int64), np.ones((2, 4), np.int64))
     with pytest.raises(encore.Error, match="integer dtype"):
         m(np.ones((1, 3), np.float32))
+
+
+@pytest.mark.parametrize("buckets", [2, 3, 512])
+def test_mpnet_bucket_counts_without_defined_buckets(tmp_path, buckets):
+    """MPNet's bidirectional relative buckets are exact up to num_buckets/4 and log-spaced from there to the fixed
+    max_distance 128: fewer than 4 buckets divides by zero in transformers' formula, and num_buckets/4 >= 128 takes
+    the log of a number <= 1. Either is refused at load, naming the config key (it used to divide by zero)."""
+    torch.manual_seed(0)
+    m = T.MPNetModel(T.MPNetConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20,
+                                   vocab_size=30, max_position_embeddings=12, relative_attention_num_buckets=8))
+    m.save_pretrained(tmp_path, safe_serialization=True)
+    cfg = json.load(open(tmp_path / "config.json"))
+    cfg["relative_attention_num_buckets"] = buckets
+    json.dump(cfg, open(tmp_path / "config.json", "w"))
+    expect_error(tmp_path, "relative_attention_num_buckets: expected an integer in [4, 511]")
