@@ -54,6 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from compare_engines import ENGINES, recv, send  # noqa: E402
+import results_md  # noqa: E402
 
 SHAPES = [(b, t) for b in (1, 8, 32) for t in (16, 128, 512)]
 VARLEN = {"batch": 32, "min": 8, "max": 256, "seed": 0}
@@ -755,20 +756,10 @@ def write_results(path, run, section=None):
         lines += ["varlen: every engine is given the same padded batch; encore's AutoModel drops the padding itself "
                   "(its default padding-free forward: real tokens only, attention per sequence, 0 at padded "
                   "positions), as torch-fastpath does through nested tensors; ctranslate2 is given the lengths.", ""]
-    old = ""
-    if os.path.exists(path):
-        with open(path) as f:
-            old = f.read()
-    if section:  # replace this section (up to the next "# bench/" title) or append it
-        i = old.find("\n" + title + "\n")
-        j = old.find("\n# bench/", i + 1) if i >= 0 else -1
-        before, after = (old[:i], old[j:] if j >= 0 else "") if i >= 0 else (old.rstrip("\n") + "\n", "")
-        text = before + "\n" + "\n".join(lines) + after
+    if section:
+        results_md.write_section(path, lines)
     else:
-        i = old.find("\n# bench/", 1)  # sections other benchmarks add after this one are kept
-        text = "\n".join(lines) + (old[i:] if i >= 0 else "")
-    with open(path, "w") as f:
-        f.write(text)
+        results_md.write_head(path, lines)
 
 
 def main():
