@@ -37,6 +37,7 @@
 #include <random>
 
 #include "io/json_file.hpp"
+#include "models/layer_stack.hpp"
 #include "models/model.hpp"
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
@@ -230,6 +231,7 @@ struct AttentionContext {
   const std::vector<int64_t>* cu_seqlens = nullptr;  // padding-free: x is (1, N, C), sequence b in rows cu[b]..cu[b+1]
   RelativePositions rel;                             // relative attention only
   Tensor rel_rows;                                   // (R, C): rows [lo, hi) of LayerNorm(rel_embeddings)
+  Tensor* drel = nullptr;                            // training backward: Σ over layers of d(rel_rows)
 };
 
 // Sequences per attention call in inference: their (heads, P, P) biases together within ~32 MB.
@@ -386,8 +388,8 @@ struct DisentangledSelfAttention : nn::Module {
                                         inv_scale());
   }
   // The gradient of x; accumulates the projections' gradients and, when relative, adds the gradient of the
-  // relative rows (before pos_dropout) to *drel.
-  Tensor backward(const Saved& sv, const Tensor& dout, const AttentionContext& ctx, Tensor* drel) {
+  // relative rows (before pos_dropout) to *ctx.drel.
+  Tensor backward(const Saved& sv, const Tensor& dout, const AttentionContext& ctx) {
     Tensor dq, dk, dv, dlogits;  // dlogits (B, H, T, T): the gradient of the bias as added to the scores
     ops::attention_backward(&dq, &dk, &dv, relative ? &dlogits : nullptr, dout, sv.probs, sv.q, sv.k, sv.v, heads,
                             dropout, true, sv.seed_probs, inv_scale());
@@ -401,7 +403,7 @@ struct DisentangledSelfAttention : nn::Module {
       if (p2c) ops::add_forward_(dr, nn::detail::linear_backward(pos_query(), dqr, sv.rel));
       Tensor d;
       ops::dropout_backward(&d, dr, pos_dropout, true, sv.seed_pos);
-      ops::add_forward_(*drel, d);
+      ops::add_forward_(*ctx.drel, d);
     }
     Tensor dx = nn::detail::linear_backward(query_proj, dq, sv.x);
     ops::add_forward_(dx, nn::detail::linear_backward(key_proj, dk, sv.x));
@@ -462,7 +464,7 @@ struct DebertaV2Layer : nn::Module {
     ops::add_forward_(o, sv.h);
     return output_norm.apply(o);
   }
-  Tensor backward(Saved& sv, const Tensor& dout, const AttentionContext& ctx, Tensor* drel) {
+  Tensor backward(Saved& sv, const Tensor& dout, const AttentionContext& ctx) {
     // in the forward pass this was:  out = LayerNorm2(dropout(output(act(intermediate(h)))) + h)
     const Tensor dsum2 = output_norm.backward(dout);
     Tensor d;
@@ -473,7 +475,7 @@ struct DebertaV2Layer : nn::Module {
     // in the forward pass this was:  h = LayerNorm1(dropout(attention_dense(attn)) + x)
     const Tensor dsum1 = attention_norm.backward(dh);
     ops::dropout_backward(&d, dsum1, dropout, true, sv.seed1);
-    Tensor dx = attention.backward(sv.attn, nn::detail::linear_backward(attention_dense, d, sv.attn_out), ctx, drel);
+    Tensor dx = attention.backward(sv.attn, nn::detail::linear_backward(attention_dense, d, sv.attn_out), ctx);
     ops::add_forward_(dx, dsum1);
     return dx;
   }
@@ -600,35 +602,14 @@ class DebertaV2 : public EncoderModel {
       if (rel_norm) ctx.rel_rows = rel_norm->apply(ctx.rel_rows);
     }
 
-    auto record = [&](const Tensor& h) { out.hidden_states.push_back(packed ? packed->scatter(h) : h); };
-    if (opt.output_hidden_states) record(x);
-    if (sv) {
-      sv->layers.resize(layers.size());
-      sv->checkpointing = gradient_checkpointing;
-    }
     const Tensor encoder_input = x;  // the ConvLayer's input
-    for (size_t i = 0; i < layers.size(); ++i) {
-      Tensor weights;
-      if (sv) {  // layer i draws its dropout seeds from seeds[i], so a recomputation draws the same masks
-        sv->seeds.push_back(nn::detail::next_seed());
-        nn::detail::SeedScope seeds(sv->seeds.back());
-        if (sv->checkpointing) sv->inputs.push_back(x);
-        x = layers[i].forward_train(sv->layers[i], x, ctx);
-        weights = sv->layers[i].attn.probs;
-        if (sv->checkpointing) {
-          layers[i].clear_saved();
-          sv->layers[i] = {};
-        }
-      } else {
-        x = layers[i].forward(x, ctx, opt.output_attentions ? &weights : nullptr);
-      }
-      if (i == 0 && conv) {
-        if (sv) x = conv->forward_train(sv->conv, encoder_input, x, mask);
-        else x = conv->forward(encoder_input, x, packed ? Tensor() : mask, ctx.cu_seqlens);
-      }
-      if (opt.output_hidden_states) record(x);
-      if (opt.output_attentions) out.attentions.push_back(weights);
-    }
+    auto conv_after_layer0 = [&](size_t i, Tensor& h) {
+      if (i != 0 || !conv) return;
+      h = sv ? conv->forward_train(sv->conv, encoder_input, h, mask)
+             : conv->forward(encoder_input, h, packed ? Tensor() : mask, ctx.cu_seqlens);
+    };
+    x = run_layer_stack(layers, x, ctx, StackRecorder{opt, packed ? &*packed : nullptr, out}, sv ? &sv->stack : nullptr,
+                        gradient_checkpointing, conv_after_layer0);
     out.last_hidden_state = packed ? packed->scatter(x) : x;
     if (opt.output_hidden_states) out.hidden_states.back() = out.last_hidden_state;
     if (head && opt.compute_logits) {
@@ -666,16 +647,11 @@ class DebertaV2 : public EncoderModel {
       }
     }
     Tensor drel = config.relative_attention ? Tensor::zeros(sv->ctx.rel_rows.shape()) : Tensor();
-    Tensor d = dlast, dconv_input;
-    for (size_t i = layers.size(); i-- > 0;) {
-      if (sv->checkpointing) {  // the forward again, saving this time: same input, masks and seeds
-        nn::detail::SeedScope seeds(sv->seeds[i]);
-        layers[i].forward_train(sv->layers[i], sv->inputs[i], sv->ctx);
-      }
-      if (i == 0 && conv) d = conv->backward(sv->conv, d, sv->mask, &dconv_input);
-      d = layers[i].backward(sv->layers[i], d, sv->ctx, &drel);
-      sv->layers[i] = {};
-    }
+    sv->ctx.drel = &drel;
+    Tensor dconv_input;
+    Tensor d = layer_stack_backward(sv->stack, layers, dlast, sv->ctx, [&](size_t i, Tensor& dy) {
+      if (i == 0 && conv) dy = conv->backward(sv->conv, dy, sv->mask, &dconv_input);
+    });
     if (conv) ops::add_forward_(d, dconv_input);  // in the forward pass the encoder's input fed layer 0 and the conv
     if (config.relative_attention) {
       // in the forward pass this was:  rel_rows = rel_norm(rel_embeddings[lo:hi])
@@ -773,11 +749,8 @@ class DebertaV2 : public EncoderModel {
  private:
   struct Saved {
     uint64_t seed_embeddings = 0;
-    std::vector<DebertaV2Layer::Saved> layers;  // empty entries with gradient checkpointing
+    LayerStackSaved<DebertaV2Layer> stack;
     ConvLayer::Saved conv;
-    std::vector<uint64_t> seeds;                 // per layer (nn::detail::SeedScope)
-    std::vector<Tensor> inputs;                  // gradient checkpointing: each layer's input
-    bool checkpointing = false;
     AttentionContext ctx;
     Tensor mask, last, embed_in;
     ClassificationHead::Saved head;

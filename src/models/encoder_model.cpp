@@ -4,8 +4,10 @@
 #include <random>
 #include <set>
 
+#include "models/layer_stack.hpp"
 #include "models/model.hpp"
 #include "nn/common.hpp"
+#include "nn/layer_stack.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
 
@@ -286,13 +288,11 @@ ModelOutput StackedEncoder::forward(const Tensor& ids, const Tensor& mask, const
   const Tensor bias = attention_bias(B, T);
   const Tensor kpm = key_padding_from_attention_mask(mask, B, T);
   if (sv) {
-    if (opt.output_hidden_states) out.hidden_states.push_back(x);
+    const StackRecorder record{opt, nullptr, out};
+    record.input(x);
     out.last_hidden_state = nn::detail::layer_stack_forward_train(
         sv->layers, layer_order(), x, bias, kpm, false, gradient_checkpointing, opt.output_attentions,
-        [&](size_t, const Tensor& h, const Tensor& w) {
-          if (opt.output_hidden_states) out.hidden_states.push_back(h);
-          if (opt.output_attentions) out.attentions.push_back(w);
-        });
+        [&](size_t, const Tensor& h, const Tensor& w) { record.layer(h, w); });
   } else {
     out.last_hidden_state = run_layers(layer_order(), x, bias, kpm, opt, out);
   }

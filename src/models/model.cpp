@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "io/json_file.hpp"
+#include "models/layer_stack.hpp"
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
@@ -336,14 +337,13 @@ Tensor run_layers(const std::vector<const nn::TransformerEncoderLayer*>& layers,
   if (packed) x = packed->gather(x);
   const Tensor& kpm = packed ? Tensor() : key_padding;
   const std::vector<int64_t>* cu_seqlens = packed ? &packed->cu_seqlens : nullptr;
-  auto record = [&](const Tensor& h) { out.hidden_states.push_back(packed ? packed->scatter(h) : h); };
-  if (options.output_hidden_states) record(x);
+  const StackRecorder record{options, packed ? &*packed : nullptr, out};
+  record.input(x);
   for (const auto* layer : layers) {
     Tensor weights;
     x = layer->forward_batch_first(x, attn_mask, kpm, false, options.output_attentions ? &weights : nullptr,
                                    cu_seqlens);
-    if (options.output_hidden_states) record(x);
-    if (options.output_attentions) out.attentions.push_back(weights);
+    record.layer(x, weights);
   }
   return packed ? packed->scatter(x) : x;
 }

@@ -28,6 +28,7 @@
 
 #include "encore/sentence_encoder.hpp"
 #include "io/json_file.hpp"
+#include "models/layer_stack.hpp"
 #include "models/model.hpp"
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
@@ -446,30 +447,8 @@ class ModernBert : public EncoderModel {
     if (any_global) ctx.cos_global = ops::rotary_cos_sin(positions, config.head_dim, config.global_theta, &ctx.sin_global);
     if (any_local) ctx.cos_local = ops::rotary_cos_sin(positions, config.head_dim, config.local_theta, &ctx.sin_local);
 
-    auto record = [&](const Tensor& h) { out.hidden_states.push_back(packed ? packed->scatter(h) : h); };
-    if (opt.output_hidden_states) record(x);
-    if (sv) {
-      sv->layers.resize(layers.size());
-      sv->checkpointing = gradient_checkpointing;
-    }
-    for (size_t i = 0; i < layers.size(); ++i) {
-      Tensor weights;
-      if (sv) {  // layer i draws its dropout seeds from seeds[i], so a recomputation draws the same masks
-        sv->seeds.push_back(nn::detail::next_seed());
-        nn::detail::SeedScope seeds(sv->seeds.back());
-        if (sv->checkpointing) sv->inputs.push_back(x);
-        x = layers[i].forward_train(sv->layers[i], x, ctx);
-        weights = sv->layers[i].attn.probs;
-        if (sv->checkpointing) {  // recomputed in backward
-          layers[i].clear_saved();
-          sv->layers[i] = {};
-        }
-      } else {
-        x = layers[i].forward(x, ctx, opt.output_attentions ? &weights : nullptr);
-      }
-      if (opt.output_hidden_states) record(x);
-      if (opt.output_attentions) out.attentions.push_back(weights);
-    }
+    x = run_layer_stack(layers, x, ctx, StackRecorder{opt, packed ? &*packed : nullptr, out},
+                        sv ? &sv->stack : nullptr, gradient_checkpointing);
     x = final_norm.apply(x);
     out.last_hidden_state = packed ? packed->scatter(x) : x;
     if (opt.output_hidden_states) out.hidden_states.back() = out.last_hidden_state;  // transformers' last entry
@@ -527,14 +506,7 @@ class ModernBert : public EncoderModel {
       }
     }
     Tensor d = final_norm.backward(dlast);
-    for (size_t i = layers.size(); i-- > 0;) {
-      if (sv->checkpointing) {  // the forward again, saving this time: same input, masks and seeds
-        nn::detail::SeedScope seeds(sv->seeds[i]);
-        layers[i].forward_train(sv->layers[i], sv->inputs[i], sv->ctx);
-      }
-      d = layers[i].backward(sv->layers[i], d, sv->ctx);
-      sv->layers[i] = {};  // its activations go as soon as they are used
-    }
+    d = layer_stack_backward(sv->stack, layers, d, sv->ctx);
     // in the forward pass this was:  x = dropout(norm(tok_embeddings[ids]))
     Tensor dnorm;
     ops::dropout_backward(&dnorm, d, embeddings.dropout, true, sv->seed_embeddings);
@@ -629,10 +601,7 @@ class ModernBert : public EncoderModel {
   }
   struct Saved {
     uint64_t seed_embeddings = 0, seed_head = 0;
-    std::vector<ModernBertEncoderLayer::Saved> layers;  // empty entries with gradient checkpointing
-    std::vector<uint64_t> seeds;                         // per layer (nn::detail::SeedScope)
-    std::vector<Tensor> inputs;                          // gradient checkpointing: each layer's input
-    bool checkpointing = false;
+    LayerStackSaved<ModernBertEncoderLayer> stack;
     AttentionContext ctx;
     Tensor mask, last, features, head_pre, head_out;
     bool logits = false;

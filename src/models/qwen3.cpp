@@ -29,6 +29,7 @@
 #include <random>
 
 #include "io/json_file.hpp"
+#include "models/layer_stack.hpp"
 #include "models/model.hpp"
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
@@ -389,30 +390,8 @@ class Qwen3 : public EncoderModel {
     }
     ctx.cos = ops::rotary_cos_sin(positions, config.head_dim, config.rope_theta, &ctx.sin);
 
-    auto record = [&](const Tensor& h) { out.hidden_states.push_back(packed ? packed->scatter(h) : h); };
-    if (opt.output_hidden_states) record(x);
-    if (sv) {
-      sv->layers.resize(layers.size());
-      sv->checkpointing = gradient_checkpointing;
-    }
-    for (size_t i = 0; i < layers.size(); ++i) {
-      Tensor weights;
-      if (sv) {  // layer i draws its dropout seeds from seeds[i], so a recomputation draws the same masks
-        sv->seeds.push_back(nn::detail::next_seed());
-        nn::detail::SeedScope seeds(sv->seeds.back());
-        if (sv->checkpointing) sv->inputs.push_back(x);
-        x = layers[i].forward_train(sv->layers[i], x, ctx);
-        weights = sv->layers[i].attn.probs;
-        if (sv->checkpointing) {  // recomputed in backward
-          layers[i].clear_saved();
-          sv->layers[i] = {};
-        }
-      } else {
-        x = layers[i].forward(x, ctx, opt.output_attentions ? &weights : nullptr);
-      }
-      if (opt.output_hidden_states) record(x);
-      if (opt.output_attentions) out.attentions.push_back(weights);
-    }
+    x = run_layer_stack(layers, x, ctx, StackRecorder{opt, packed ? &*packed : nullptr, out},
+                        sv ? &sv->stack : nullptr, gradient_checkpointing);
     x = norm.apply(x);
     out.last_hidden_state = packed ? packed->scatter(x) : x;
     if (opt.output_hidden_states) out.hidden_states.back() = out.last_hidden_state;  // transformers' last entry
@@ -469,14 +448,7 @@ class Qwen3 : public EncoderModel {
       }
     }
     Tensor d = norm.backward(dlast);
-    for (size_t i = layers.size(); i-- > 0;) {
-      if (sv->checkpointing) {  // the forward again, saving this time: same input, masks and seeds
-        nn::detail::SeedScope seeds(sv->seeds[i]);
-        layers[i].forward_train(sv->layers[i], sv->inputs[i], sv->ctx);
-      }
-      d = layers[i].backward(sv->layers[i], d, sv->ctx);
-      sv->layers[i] = {};  // its activations go as soon as they are used
-    }
+    d = layer_stack_backward(sv->stack, layers, d, sv->ctx);
     embed_tokens.backward(d);
   }
 
@@ -543,10 +515,7 @@ class Qwen3 : public EncoderModel {
 
  private:
   struct Saved {
-    std::vector<Qwen3DecoderLayer::Saved> layers;  // empty entries with gradient checkpointing
-    std::vector<uint64_t> seeds;                    // per layer (nn::detail::SeedScope)
-    std::vector<Tensor> inputs;                     // gradient checkpointing: each layer's input
-    bool checkpointing = false;
+    LayerStackSaved<Qwen3DecoderLayer> stack;
     AttentionContext ctx;
     Tensor last, features;  // features: the head's input (after dropout for token classification)
     uint64_t seed_head = 0;

@@ -25,6 +25,7 @@
 #include <limits>
 #include <set>
 
+#include "models/layer_stack.hpp"
 #include "models/model.hpp"
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
@@ -333,30 +334,8 @@ class T5Encoder : public EncoderModel {
     }
     ctx.bias = ops::relative_position_bias_forward(relative_table(), P, P, config.max_distance);
 
-    auto record = [&](const Tensor& h) { out.hidden_states.push_back(packed ? packed->scatter(h) : h); };
-    if (opt.output_hidden_states) record(x);
-    if (sv) {
-      sv->blocks.resize(blocks.size());
-      sv->checkpointing = gradient_checkpointing;
-    }
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      Tensor weights;
-      if (sv) {  // block i draws its dropout seeds from seeds[i], so a recomputation draws the same masks
-        sv->seeds.push_back(nn::detail::next_seed());
-        nn::detail::SeedScope seeds(sv->seeds.back());
-        if (sv->checkpointing) sv->inputs.push_back(x);
-        x = blocks[i].forward_train(sv->blocks[i], x, ctx);
-        weights = sv->blocks[i].attn.probs;
-        if (sv->checkpointing) {  // recomputed in backward
-          blocks[i].clear_saved();
-          sv->blocks[i] = {};
-        }
-      } else {
-        x = blocks[i].forward(x, ctx, opt.output_attentions ? &weights : nullptr);
-      }
-      if (opt.output_hidden_states) record(x);
-      if (opt.output_attentions) out.attentions.push_back(weights);
-    }
+    x = run_layer_stack(blocks, x, ctx, StackRecorder{opt, packed ? &*packed : nullptr, out},
+                        sv ? &sv->stack : nullptr, gradient_checkpointing);
     x = final_layer_norm.apply(x);
     if (sv) {
       sv->seed_final = nn::detail::next_seed();
@@ -392,14 +371,7 @@ class T5Encoder : public EncoderModel {
     d = final_layer_norm.backward(d);
     Tensor dbias = Tensor::zeros(sv->ctx.bias.shape());  // Σ over blocks of d(bias)
     sv->ctx.dbias = &dbias;
-    for (size_t i = blocks.size(); i-- > 0;) {
-      if (sv->checkpointing) {  // the forward again, saving this time: same input, masks and seeds
-        nn::detail::SeedScope seeds(sv->seeds[i]);
-        blocks[i].forward_train(sv->blocks[i], sv->inputs[i], sv->ctx);
-      }
-      d = blocks[i].backward(sv->blocks[i], d, sv->ctx);
-      sv->blocks[i] = {};  // its activations go as soon as they are used
-    }
+    d = layer_stack_backward(sv->stack, blocks, d, sv->ctx);
     // in the forward pass this was:  bias[h, i, j] = relative_attention_bias[bucket(j - i), h]
     nn::Embedding& rb = *blocks[0].attn.relative_attention_bias;
     ops::relative_position_bias_backward(&grad_of(rb.dweight, rb.weight), dbias, config.max_distance);
@@ -467,10 +439,7 @@ class T5Encoder : public EncoderModel {
  private:
   struct Saved {
     uint64_t seed_embeddings = 0, seed_final = 0;
-    std::vector<T5Block::Saved> blocks;  // empty entries with gradient checkpointing
-    std::vector<uint64_t> seeds;         // per block (nn::detail::SeedScope)
-    std::vector<Tensor> inputs;          // gradient checkpointing: each block's input
-    bool checkpointing = false;
+    LayerStackSaved<T5Block> stack;
     AttentionContext ctx;
     Tensor last;
     ClassificationHead::Saved head;

@@ -103,27 +103,6 @@ Tensor ffn_forward_train(FfnSaved& sv, const Tensor& x, const Linear& linear1, c
 Tensor ffn_backward(const FfnSaved& sv, const Tensor& dout, Linear& linear1, Linear& linear2, Activation activation,
                     double p_hidden, double p_out);
 
-// Training-mode run of encoder layers in order (one layer may appear several times: shared parameters). Layer i
-// runs under SeedScope(seeds[i]). Without checkpointing each layer saves what its backward needs; with it only
-// the layers' inputs are kept, and backward re-runs layer i's forward (same input, masks and seeds, so the same
-// bits) just before its backward, holding one layer's saved activations at a time.
-struct LayerStackSaved {
-  std::vector<uint64_t> seeds;
-  std::vector<Tensor> inputs;  // checkpointing only
-  Tensor mask, key_padding_mask;
-  bool causal = false, checkpointing = false;
-};
-// after_layer(i, output, weights), when set, sees each layer's output (and (B, H, T, T) weights if want_weights).
-Tensor layer_stack_forward_train(LayerStackSaved& sv, const std::vector<const TransformerEncoderLayer*>& layers,
-                                 Tensor x, const Tensor& mask, const Tensor& key_padding_mask, bool causal,
-                                 bool checkpointing, bool want_weights,
-                                 const std::function<void(size_t, const Tensor&, const Tensor&)>& after_layer);
-// d (B, T, E) -> gradient of the stack's input, through the layers the forward ran (in the same order; the
-// owner passes them again, writable, since backward accumulates into their gradients). d_mask, when non-null, receives Σ over layers of the gradient of
-// the float mask (B, H, T, T) (see TransformerEncoderLayer::backward_batch_first).
-Tensor layer_stack_backward(const LayerStackSaved& sv, const std::vector<TransformerEncoderLayer*>& layers, Tensor d,
-                            Tensor* d_mask);
-
 void observe(const std::string& name, const Tensor& value);
 bool observing();
 

@@ -3,6 +3,7 @@
 // with dropout seeds and FFN intermediates kept. Sub-modules (self_attn, norm1, norm2) save their own - so no
 // tensor is modified in place after a sub-module saved it.
 #include "nn/common.hpp"
+#include "nn/layer_stack.hpp"
 #include "ops/backward.hpp"
 
 namespace encore::nn {
@@ -136,39 +137,37 @@ Tensor layer_stack_forward_train(LayerStackSaved& sv, const std::vector<const Tr
   sv.mask = mask;
   sv.key_padding_mask = kpm;
   sv.causal = causal;
-  sv.checkpointing = checkpointing;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    sv.seeds.push_back(next_seed());
-    SeedScope seeds(sv.seeds.back());
-    if (checkpointing) sv.inputs.push_back(x);
-    Tensor weights;
-    x = layers[i]->forward_batch_first(x, mask, kpm, causal, want_weights ? &weights : nullptr);
-    if (checkpointing) layers[i]->clear_saved();  // recomputed in backward
-    if (after_layer) after_layer(i, x, weights);
-  }
-  return x;
+  Tensor weights;
+  return nn::layer_stack_forward_train(
+      sv.tape, layers.size(), std::move(x), checkpointing,
+      [&](size_t i, const Tensor& h) {
+        return layers[i]->forward_batch_first(h, mask, kpm, causal, want_weights ? &weights : nullptr);
+      },
+      [&](size_t i, const Tensor& h) {
+        if (after_layer) after_layer(i, h, weights);
+      },
+      [&](size_t i) { layers[i]->clear_saved(); });
 }
 
 Tensor layer_stack_backward(const LayerStackSaved& sv, const std::vector<TransformerEncoderLayer*>& layers, Tensor d,
                             Tensor* d_mask) {
-  ENCORE_CHECK(layers.size() == sv.seeds.size(), "encoder backward: ", layers.size(), " layers for a forward of ",
-               sv.seeds.size());
-  for (size_t i = layers.size(); i-- > 0;) {
-    TransformerEncoderLayer& layer = *layers[i];
-    if (sv.checkpointing) {  // the forward again, saving this time: same input, masks and seeds
-      SeedScope seeds(sv.seeds[i]);
-      layer.forward_batch_first(sv.inputs[i], sv.mask, sv.key_padding_mask, sv.causal, nullptr);
-    }
-    Tensor dm;
-    d = layer.backward_batch_first(d, d_mask ? &dm : nullptr);
-    if (!d_mask) continue;
-    if (d_mask->defined()) {
-      ops::add_forward_(*d_mask, dm);
-    } else {
-      *d_mask = dm;
-    }
-  }
-  return d;
+  ENCORE_CHECK(layers.size() == sv.tape.seeds.size(), "encoder backward: ", layers.size(), " layers for a forward of ",
+               sv.tape.seeds.size());
+  return nn::layer_stack_backward(
+      sv.tape, std::move(d),
+      [&](size_t i, const Tensor& input) {
+        layers[i]->forward_batch_first(input, sv.mask, sv.key_padding_mask, sv.causal, nullptr);
+      },
+      [&](size_t i, const Tensor& dout) {
+        Tensor dm;
+        Tensor dx = layers[i]->backward_batch_first(dout, d_mask ? &dm : nullptr);
+        if (d_mask && d_mask->defined()) {
+          ops::add_forward_(*d_mask, dm);
+        } else if (d_mask) {
+          *d_mask = dm;
+        }
+        return dx;
+      });
 }
 
 }  // namespace detail
