@@ -516,7 +516,7 @@ def gemm_ceiling(threads, microbench):
         return None
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     r = subprocess.run([microbench, "--benchmark_format=json", "--benchmark_min_time=0.3",
-                        "--benchmark_repetitions=5", "--benchmark_filter=FmaPeak|PackedLinear/.*/M:1024/"],
+                        "--benchmark_repetitions=5", "--benchmark_filter=FmaPeak|VnniPeak|PackedLinear/.*/M:1024/"],
                        capture_output=True, text=True, env=env)
     if r.returncode != 0:
         return {"error": (r.stderr or r.stdout).strip()[-300:]}
@@ -526,9 +526,10 @@ def gemm_ceiling(threads, microbench):
             name = b["run_name"].removesuffix("/real_time")
             rates[name] = max(rates.get(name, 0.0), b["GFLOPs"])
     out = {"fma_peak": max((v for k, v in rates.items() if k.startswith("FmaPeak")), default=None),
+           "vnni_peak": max((v for k, v in rates.items() if k.startswith("VnniPeak")), default=None),
            "threads": threads}
     L, d, T = BERT_BASE["layers"], BERT_BASE["hidden"], 128
-    for dtype in ("fp32", "bf16"):
+    for dtype in ("fp32", "bf16", "int8"):
         shape_rates = [rates.get(f"PackedLinear/{dtype}/M:1024/K:{k}/N:{n}") for k, n in BERT_BASE_LINEARS]
         if None in shape_rates:
             continue
@@ -576,6 +577,21 @@ def evaluate_targets(results, ceiling=None):
                       "bf16 bert-base 8x128 >= 2.5x torch bf16 (the faster of eager and fast path)",
                       ceiling_dtype="bf16"))
     out.append(versus(r8, "encore:int8", ["encore:bf16"], 1.5, "int8 bert-base 8x128 >= 1.5x encore bf16"))
+    c8, peak = (ceiling or {}).get("int8"), (ceiling or {}).get("vnni_peak")
+    label = "int8 GEMMs >= 80% of the measured VNNI peak (BERT-base shapes, M = 1024)"
+    if c8 and peak:
+        worst = min(c8["gemm_gflops"].values())
+        out.append((label, f"{100 * c8['mean_gflops'] / peak:.0f}% (mean {c8['mean_gflops']:.0f} of {peak:.0f} GOP/s; "
+                    f"lowest shape {100 * worst / peak:.0f}%)", verdict(c8["mean_gflops"] / peak, 0.8)))
+    else:
+        out.append((label, "-", "not evaluated (no VNNI peak or int8 GEMM measured)"))
+    label = "int8 bert-base 8x128 end to end >= 85% of its GEMM-only ceiling"
+    mine = tps(r8, "encore:int8")
+    if c8 and mine:
+        out.append((label, f"{100 * mine / c8['tokens_per_s']:.0f}% ({mine:.0f} of {c8['tokens_per_s']:.0f} tokens/s)",
+                    verdict(mine / c8["tokens_per_s"], 0.85)))
+    else:
+        out.append((label, "-", "not evaluated (encore:int8 or the int8 ceiling not measured)"))
     out.append(versus(rv, "encore:fp32", ["onnxruntime:fp32"], 1.5,
                       "varlen bert-base: real-token throughput >= 1.5x ONNX Runtime's on the padded batch (fp32)"))
     for dtype in DTYPES:
@@ -666,7 +682,8 @@ def own_cpu_s():
 def write_results(path, run, section=None):
     """RESULTS.md from this run: the whole file (section None; other benchmarks' sections after it are kept), or
     one section "# bench/compare.py: SECTION" that replaces the section of that title (appended when absent), for
-    runs of other models than BERT's, whose targets the issue states on bert-base only."""
+    runs of a part of the matrix (other models than BERT's, or a few bert-base scenarios); it lists the targets
+    that run evaluates."""
     lines = []
     m, v = run["machine"], run["versions"]
     title = f"# bench/compare.py: {section}" if section else "# bench/compare results"
@@ -699,25 +716,32 @@ def write_results(path, run, section=None):
             lines += [f"  - ONNX optimizer fusions: {art['onnx_fusions']}; int8 ops: {art.get('onnx_int8_ops')}"]
         if art.get("ct2_note"):
             lines += [f"  - CTranslate2: {art['ct2_note']}"]
-    if not section:
+    # A section run lists only the targets its scenarios evaluate (none for other models than bert-base).
+    targets = [t for t in run["targets"] if not section or not t[2].startswith("not evaluated")]
+    if targets:
         lines += ["", "## Targets (bert-base, this run)", "", "| target | measured | verdict |", "|---|---|---|"]
-        for label, measured, verdict in run["targets"]:
+        for label, measured, verdict in targets:
             lines += [f"| {label} | {measured} | {verdict} |"]
-    c = run.get("ceiling") if not section else None
+    c = run.get("ceiling")
     if c and "error" not in c:
         lines += ["", "## GEMM ceiling (bench/cpp/gemm_ceiling.cpp, run before the engines)", "",
                   f"FMA peak of the machine with {c['threads']} threads: {c['fma_peak']:.0f} GFLOP/s fp32 "
-                  "(independent fused multiply-add chains on full-width registers). Each rate is the best of 5 "
-                  "repetitions. encore's prepared GEMM "
-                  "(oneDNN, weights reordered once) at BERT-base's Linear shapes for 8 x 128 tokens (M = 1024):", ""]
+                  "(independent fused multiply-add chains on full-width registers)"
+                  + (f"; VNNI peak {c['vnni_peak']:.0f} GOP/s int8 (independent vpdpbusd chains)"
+                     if c.get("vnni_peak") else "; no VNNI on this CPU")
+                  + ". Each rate is the best of 5 repetitions. encore's prepared GEMM "
+                  "(oneDNN, weights reordered once; int8: the whole dynamic-int8 Linear, activations quantized per "
+                  "call) at BERT-base's Linear shapes for 8 x 128 tokens (M = 1024):", ""]
         lines += ["| dtype | " + " | ".join(f"K x N = {k} x {n}" for k, n in BERT_BASE_LINEARS)
                   + " | GEMM-only ceiling, bert-base 8x128 |", "|---" * (len(BERT_BASE_LINEARS) + 2) + "|"]
-        for d in ("fp32", "bf16"):
+        for d in ("fp32", "bf16", "int8"):
             if d in c:
-                lines += [f"| {d} | " + " | ".join(f"{g:.0f} GFLOP/s" for g in c[d]["gemm_gflops"].values())
+                unit = "GOP/s" if d == "int8" else "GFLOP/s"
+                lines += [f"| {d} | " + " | ".join(f"{g:.0f} {unit}" for g in c[d]["gemm_gflops"].values())
                           + f" | {c[d]['tokens_per_s']:.0f} tokens/s |"]
         lines += ["", "The ceiling counts every Linear at its measured GEMM rate and attention's matmuls at the best "
-                  "of them, and nothing else: an engine built on these GEMMs cannot pass it.", ""]
+                  "of them, and nothing else: an engine built on these GEMMs cannot pass it (for int8 it is "
+                  "generous: encore's attention matmuls run in fp32/bf16, not at the int8 rate).", ""]
     lines += ["", "## Tokens/s (real tokens / p50 latency)", ""]
     names = [n for n in run["engine_names"]
              if any(n in mr["engines"] and not mr["engines"][n]["unavailable"] and not mr["engines"][n]["failed"]
@@ -805,7 +829,8 @@ def main():
     if ceiling and "error" not in ceiling:
         print(f"GEMM ceiling: FMA peak {ceiling['fma_peak']:.0f} GFLOP/s; " + "; ".join(
             f"{d} GEMMs {ceiling[d]['mean_gflops']:.0f} GFLOP/s -> bert-base 8x128 <= {ceiling[d]['tokens_per_s']:.0f}"
-            " tokens/s" for d in ("fp32", "bf16") if d in ceiling), flush=True)
+            " tokens/s" for d in ("fp32", "bf16", "int8") if d in ceiling)
+              + (f"; VNNI peak {ceiling['vnni_peak']:.0f} GOP/s" if ceiling.get("vnni_peak") else ""), flush=True)
     env = worker_env(args.threads)
     run = {"models": {}, "results": {}, "scenario_objs": {}, "engine_names": names}
     with tempfile.TemporaryDirectory(prefix="encore-compare-") as log_dir:

@@ -8,10 +8,15 @@
 // This is the machine's fp32 ceiling for any GEMM (AVX-512: 16 lanes; AVX2: 8 lanes; on CPUs that run
 // 512-bit operations as two 256-bit halves the two give the same FLOP/s).
 //
+// VnniPeak/<isa>: the same with 12 chains of vpdpbusd (u8 x s8 products summed by fours into int32: AVX512-VNNI on
+// 16 lanes, AVX-VNNI on 8), the int8 ceiling: ops/s = 2 x 4 x lanes x instructions per second (a multiply and an
+// add per u8 x s8 product, as GEMM GOP/s count them).
+//
 // PackedLinear/<dtype>/M/K/N: encore's prepared linear (oneDNN matmul on weights reordered once, the path every
 // encoder layer takes), out(M, N) = in(M, K) · W(N, K)ᵀ + b, at the shapes of a BERT-base layer (K x N =
 // 768 x 2304 packed Q/K/V, 768 x 768 attention output, 768 x 3072 and 3072 x 768 feed-forward) for 1, 8 and 32
-// sequences of 128 tokens (M = 128, 1024, 4096). FLOP count 2·M·K·N.
+// sequences of 128 tokens (M = 128, 1024, 4096). FLOP count 2·M·K·N. int8 is the whole int8 Linear as the
+// encoder runs it: activations quantized per call, the u8 x s8 GEMM, dequantization, bias and outlier columns.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -55,6 +60,58 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t steps) {
   for (float x : lanes) r += x;
   return r;
 }
+
+__attribute__((target("avx512f,avx512vnni"))) int vnni_chains_avx512(int64_t steps) {
+  __m512i acc[kChains];
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
+  for (int64_t s = 0; s < steps; ++s)
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  __m512i sum = acc[0];
+  for (int i = 1; i < kChains; ++i) sum = _mm512_add_epi32(sum, acc[i]);
+  alignas(64) int lanes[16];
+  _mm512_store_si512(lanes, sum);
+  int r = 0;
+  for (int x : lanes) r += x;
+  return r;
+}
+
+__attribute__((target("avx2,avxvnni"))) int vnni_chains_avx2(int64_t steps) {
+  __m256i acc[kChains];
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
+  for (int64_t s = 0; s < steps; ++s)
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
+  __m256i sum = acc[0];
+  for (int i = 1; i < kChains; ++i) sum = _mm256_add_epi32(sum, acc[i]);
+  alignas(32) int lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
+  int r = 0;
+  for (int x : lanes) r += x;
+  return r;
+}
+
+template <int Lanes>
+void VnniPeak(benchmark::State& state) {
+  const bool supported = Lanes == 16 ? (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
+                                     : __builtin_cpu_supports("avxvnni");
+  if (!supported) {
+    state.SkipWithError("this CPU lacks the instruction set");
+    return;
+  }
+  const int threads = omp_get_max_threads();
+  int sink = 0;
+  for (auto _ : state) {
+#pragma omp parallel reduction(+ : sink)
+    sink += Lanes == 16 ? vnni_chains_avx512(kStepsPerThread) : vnni_chains_avx2(kStepsPerThread);
+  }
+  benchmark::DoNotOptimize(sink);
+  const double ops = 2.0 * 4 * Lanes * kChains * static_cast<double>(kStepsPerThread) * threads;
+  state.counters["GFLOPs"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+}
+BENCHMARK_TEMPLATE(VnniPeak, 16)->Name("VnniPeak/avx512")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(VnniPeak, 8)->Name("VnniPeak/avx2")->UseRealTime()->Unit(benchmark::kMillisecond);
 
 template <int Lanes>
 void FmaPeak(benchmark::State& state) {
@@ -108,6 +165,8 @@ void BertBaseShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(PackedLinear, fp32, encore::kernels::Precision::f32)
     ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(PackedLinear, bf16, encore::kernels::Precision::bf16)
+    ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(PackedLinear, int8, encore::kernels::Precision::int8)
     ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
