@@ -91,49 +91,38 @@ __attribute__((target("avx2,avxvnni"))) int vnni_chains_avx2(int64_t steps) {
   return r;
 }
 
-template <int Lanes>
-void VnniPeak(benchmark::State& state) {
-  const bool supported = Lanes == 16 ? (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"))
-                                     : __builtin_cpu_supports("avxvnni");
+// Every OpenMP thread runs `chains` (kStepsPerThread steps of kChains independent chains); ops_per_step is what one
+// step of one chain counts (2 x lanes for an FMA, 2 x 4 x lanes for a vpdpbusd).
+template <typename Sink>
+void Peak(benchmark::State& state, bool supported, Sink (*chains)(int64_t), double ops_per_step) {
   if (!supported) {
     state.SkipWithError("this CPU lacks the instruction set");
     return;
   }
   const int threads = omp_get_max_threads();
-  int sink = 0;
+  Sink sink = 0;
   for (auto _ : state) {
 #pragma omp parallel reduction(+ : sink)
-    sink += Lanes == 16 ? vnni_chains_avx512(kStepsPerThread) : vnni_chains_avx2(kStepsPerThread);
+    sink += chains(kStepsPerThread);
   }
   benchmark::DoNotOptimize(sink);
-  const double ops = 2.0 * 4 * Lanes * kChains * static_cast<double>(kStepsPerThread) * threads;
+  const double ops = ops_per_step * kChains * static_cast<double>(kStepsPerThread) * threads;
   state.counters["GFLOPs"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = threads;
 }
-BENCHMARK_TEMPLATE(VnniPeak, 16)->Name("VnniPeak/avx512")->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(VnniPeak, 8)->Name("VnniPeak/avx2")->UseRealTime()->Unit(benchmark::kMillisecond);
 
-template <int Lanes>
-void FmaPeak(benchmark::State& state) {
-  const bool supported =
-      Lanes == 16 ? __builtin_cpu_supports("avx512f") : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
-  if (!supported) {
-    state.SkipWithError("this CPU lacks the instruction set");
-    return;
-  }
-  const int threads = omp_get_max_threads();
-  float sink = 0;
-  for (auto _ : state) {
-#pragma omp parallel reduction(+ : sink)
-    sink += Lanes == 16 ? fma_chains_avx512(kStepsPerThread) : fma_chains_avx2(kStepsPerThread);
-  }
-  benchmark::DoNotOptimize(sink);
-  const double flops = 2.0 * Lanes * kChains * static_cast<double>(kStepsPerThread) * threads;
-  state.counters["GFLOPs"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = threads;
+void FmaPeakAvx512(benchmark::State& s) { Peak(s, __builtin_cpu_supports("avx512f"), fma_chains_avx512, 2.0 * 16); }
+void FmaPeakAvx2(benchmark::State& s) {
+  Peak(s, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), fma_chains_avx2, 2.0 * 8);
 }
-BENCHMARK_TEMPLATE(FmaPeak, 16)->Name("FmaPeak/avx512")->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(FmaPeak, 8)->Name("FmaPeak/avx2")->UseRealTime()->Unit(benchmark::kMillisecond);
+void VnniPeakAvx512(benchmark::State& s) {
+  Peak(s, __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"), vnni_chains_avx512, 2.0 * 4 * 16);
+}
+void VnniPeakAvx2(benchmark::State& s) { Peak(s, __builtin_cpu_supports("avxvnni"), vnni_chains_avx2, 2.0 * 4 * 8); }
+BENCHMARK(VnniPeakAvx512)->Name("VnniPeak/avx512")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(VnniPeakAvx2)->Name("VnniPeak/avx2")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(FmaPeakAvx512)->Name("FmaPeak/avx512")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(FmaPeakAvx2)->Name("FmaPeak/avx2")->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void PackedLinear(benchmark::State& state, encore::kernels::Precision precision) {
   const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
