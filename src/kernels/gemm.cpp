@@ -144,8 +144,9 @@ const char* precision_name(Precision p) {
 
 namespace {
 
-// Cached per M: the matmul primitive for (M, K, N, act) with weights in the layout the primitive chose when
-// weights were prepacked (format "any" resolved once, at creation, for a representative M).
+// Cached per row-block size (a bounded set, onednn.hpp): the matmul primitive for (M, K, N, act) with weights in
+// the layout the primitive chose when weights were prepacked (format "any" resolved once, at creation, for a
+// representative M).
 class OneDnnPackedLinear final : public PackedLinear {
  public:
   OneDnnPackedLinear(const float* weight, const float* bias, int64_t n, int64_t k, Precision p) {
@@ -189,30 +190,32 @@ class OneDnnPackedLinear final : public PackedLinear {
   void forward_rows(float* out, const float* in, int64_t M, Act act) const {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
-    const auto prim = get(M, act);
     auto& eng = onednn_engine();
     // Grow-only per-thread scratch (no allocation in steady state); the scratchpad is the thread's own because
     // two threads may run the same primitive at once.
     thread_local std::vector<uint16_t> in_bf16;
     thread_local std::vector<uint8_t> pad;
-    dnnl::memory src;
-    if (wdt_ == dt::bf16) {
+    const bool bf16 = wdt_ == dt::bf16;
+    if (bf16) {
       if (in_bf16.size() < static_cast<size_t>(M * K)) in_bf16.resize(static_cast<size_t>(M * K));
       kernels().convert_f32_to_bf16(in_bf16.data(), in, M * K);
-      src = dnnl::memory({{M, K}, dt::bf16, tag::ab}, eng, in_bf16.data());
-    } else {
-      src = dnnl::memory({{M, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in));
     }
-    if (pad.size() < prim->scratchpad.get_size()) pad.resize(prim->scratchpad.get_size());
-    dnnl::memory dst({{M, N}, dt::f32, tag::ab}, eng, out);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
-                                               {DNNL_ARG_WEIGHTS, packed_},
-                                               {DNNL_ARG_DST, dst},
-                                               {DNNL_ARG_SCRATCHPAD, dnnl::memory(prim->scratchpad, eng, pad.data())}};
-    if (!bias_.empty())
-      args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias_.data())));
-    prim->matmul.execute(onednn_thread_stream(), args);
-    onednn_thread_stream().wait();
+    // Primitives exist for a bounded set of row counts only (onednn.hpp, for_each_row_block).
+    for_each_row_block(M, [&](int64_t r0, int64_t rows) {
+      const auto prim = get(rows, act);
+      dnnl::memory src = bf16 ? dnnl::memory({{rows, K}, dt::bf16, tag::ab}, eng, in_bf16.data() + r0 * K)
+                              : dnnl::memory({{rows, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in + r0 * K));
+      if (pad.size() < prim->scratchpad.get_size()) pad.resize(prim->scratchpad.get_size());
+      dnnl::memory dst({{rows, N}, dt::f32, tag::ab}, eng, out + r0 * N);
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
+                                                 {DNNL_ARG_WEIGHTS, packed_},
+                                                 {DNNL_ARG_DST, dst},
+                                                 {DNNL_ARG_SCRATCHPAD, dnnl::memory(prim->scratchpad, eng, pad.data())}};
+      if (!bias_.empty())
+        args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias_.data())));
+      prim->matmul.execute(onednn_thread_stream(), args);
+      onednn_thread_stream().wait();
+    });
   }
 
   dnnl::matmul::primitive_desc make_pd(int64_t M, Act act, const dnnl::memory::desc& wei) const {
@@ -240,8 +243,7 @@ class OneDnnPackedLinear final : public PackedLinear {
     const int64_t key = M * 8 + static_cast<int64_t>(act);
     auto it = prims_.find(key);
     if (it != prims_.end()) return it->second;
-    if (prims_.size() > 256) prims_.clear();  // bounded: many distinct token counts cannot grow it forever
-    auto pd = make_pd(M, act, packed_desc_);
+    auto pd = make_pd(M, act, packed_desc_);  // M from for_each_row_block's bounded set: the map stays small
     auto p = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.scratchpad_desc()});
     prims_.emplace(key, p);
     return p;

@@ -414,14 +414,17 @@ class OneDnnInt8Linear final : public PackedLinear {
       gemm_u8s8s32_ref(acc, q, plain_.data(), M, K, N);
     } else {
       auto& eng = onednn_engine();
-      const std::shared_ptr<const Primitive> p = get(M);
-      uint8_t* pad = grown(s.scratchpad, static_cast<int64_t>(p->scratchpad.get_size()));
-      dnnl::memory src({{M, K}, dt::u8, tag::ab}, eng, q);
-      dnnl::memory dst({{M, N}, dt::s32, tag::ab}, eng, acc);
-      dnnl::memory scratchpad(p->scratchpad, eng, pad);
-      p->matmul.execute(onednn_thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst},
-                                         {DNNL_ARG_SCRATCHPAD, scratchpad}});
-      onednn_thread_stream().wait();
+      // Primitives exist for a bounded set of row counts only (onednn.hpp, for_each_row_block).
+      for_each_row_block(M, [&](int64_t r0, int64_t rows) {
+        const std::shared_ptr<const Primitive> p = get(rows);
+        uint8_t* pad = grown(s.scratchpad, static_cast<int64_t>(p->scratchpad.get_size()));
+        dnnl::memory src({{rows, K}, dt::u8, tag::ab}, eng, q + r0 * K);
+        dnnl::memory dst({{rows, N}, dt::s32, tag::ab}, eng, acc + r0 * N);
+        dnnl::memory scratchpad(p->scratchpad, eng, pad);
+        p->matmul.execute(onednn_thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_},
+                                                   {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
+        onednn_thread_stream().wait();
+      });
     }
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     const int64_t C = static_cast<int64_t>(columns_.size());
@@ -450,7 +453,7 @@ class OneDnnInt8Linear final : public PackedLinear {
     if (act != Act::none) kt.activation_f32(out, out, M * N, act);
   }
 
-  // Per row count: the matmul for the packed weights, with a user scratchpad (each thread passes its own, so
+  // Per row-block size: the matmul for the packed weights, with a user scratchpad (each thread passes its own, so
   // concurrent calls never share oneDNN's library scratchpad).
   struct Primitive {
     dnnl::matmul matmul;
@@ -460,8 +463,7 @@ class OneDnnInt8Linear final : public PackedLinear {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = prims_.find(M);
     if (it != prims_.end()) return it->second;
-    if (prims_.size() > 256) prims_.clear();  // bounded: many distinct token counts cannot grow it forever
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr;  // M from for_each_row_block's bounded set: the map stays small
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::primitive_desc pd = make_pd(M, K, N, packed_desc_, attr);
     auto p = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.scratchpad_desc()});
@@ -479,7 +481,7 @@ class OneDnnInt8Linear final : public PackedLinear {
   dnnl::memory::desc packed_desc_;
   dnnl::memory packed_;
   mutable std::mutex mutex_;
-  // shared_ptr: a caller keeps its primitive alive even if the cache is cleared meanwhile
+  // shared_ptr: the primitive a caller holds stays valid whatever the map does meanwhile
   mutable std::unordered_map<int64_t, std::shared_ptr<const Primitive>> prims_;
 };
 

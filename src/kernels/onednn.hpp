@@ -1,11 +1,40 @@
 // The process's one oneDNN CPU engine and each thread's stream, shared by every oneDNN user in src/kernels
 // (fp32/bf16 GEMMs in gemm.cpp, int8 GEMMs in gemm_int8.cpp). Defined in gemm.cpp.
 #pragma once
+#include <cstdint>
+
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace encore::kernels {
 
 dnnl::engine& onednn_engine();         // created on first use; thread-safe (a function-local static)
 dnnl::stream& onednn_thread_stream();  // one per calling thread, on onednn_engine()
+
+}  // namespace encore::kernels
+
+namespace encore::kernels {
+
+// The row counts oneDNN matmul primitives are made for. A primitive serves one M (rows) only, and each costs JIT
+// code (about 60 KB per weight shape) and ~0.4 ms to create; batches of a server come with any token count, so
+// one primitive per M grew memory with every new count (0.25 MB per count for all-MiniLM-L6-v2, until a cache
+// clear; see bench/RESULTS.md, serve soak). A GEMM of M rows therefore runs as calls over row blocks: whole
+// blocks of kRowChunk rows, then the largest multiple of kRowGranule left, then the last < kRowGranule rows.
+// Rows are independent in a GEMM, so the result is the same GEMM; the sizes are 1..kRowGranule and the multiples
+// of kRowGranule up to kRowChunk (63 per weight shape), and each extra call is one more pass over the weights
+// (none for M <= kRowGranule or a multiple of it up to kRowChunk).
+constexpr int64_t kRowGranule = 32, kRowChunk = 1024;
+
+// fn(first_row, rows) for each block, in order.
+template <typename Fn>
+void for_each_row_block(int64_t M, Fn&& fn) {
+  int64_t r = 0;
+  for (; M - r > kRowChunk; r += kRowChunk) fn(r, kRowChunk);
+  const int64_t whole = (M - r) / kRowGranule * kRowGranule;
+  if (whole > 0 && whole < M - r) {
+    fn(r, whole);
+    r += whole;
+  }
+  if (M - r > 0) fn(r, M - r);
+}
 
 }  // namespace encore::kernels

@@ -6,10 +6,12 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "kernels/kernels.hpp"
+#include "kernels/onednn.hpp"
 
 using namespace encore::kernels;
 
@@ -258,6 +260,49 @@ TEST(Kernels, LinearMatchesRef) {
                                            << act_name(act);
           EXPECT_LE(max_scaled_err(got, want), 1e-4) << t->name << " " << act_name(act);
         }
+}
+
+// oneDNN primitives are made for a bounded set of row counts (onednn.hpp): the blocks of any M cover its rows
+// once, in order, and every block size is 1..kRowGranule or a multiple of kRowGranule up to kRowChunk.
+TEST(Kernels, RowBlocksCoverEveryRowWithBoundedSizes) {
+  std::set<int64_t> sizes;
+  for (int64_t M = 1; M <= 3 * kRowChunk + 77; ++M) {
+    int64_t next = 0, calls = 0;
+    for_each_row_block(M, [&](int64_t r0, int64_t rows) {
+      EXPECT_EQ(r0, next) << "M=" << M;
+      EXPECT_TRUE(rows >= 1 && (rows <= kRowGranule || (rows % kRowGranule == 0 && rows <= kRowChunk)))
+          << "M=" << M << " rows=" << rows;
+      next += rows;
+      ++calls;
+      sizes.insert(rows);
+    });
+    EXPECT_EQ(next, M);
+    // one call per whole chunk, then at most two (a multiple of the granule and a tail)
+    EXPECT_LE(calls, (M - 1) / kRowChunk + 2) << "M=" << M;
+    if (M <= kRowGranule || (M % kRowGranule == 0 && M <= kRowChunk)) {
+      EXPECT_EQ(calls, 1) << "M=" << M;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(sizes.size()), kRowGranule + kRowChunk / kRowGranule - 1);
+}
+
+// The packed fp32 linear runs M rows as row blocks (chunks, a granule multiple and a tail): same numbers as the
+// scalar reference for row counts on every side of the block boundaries.
+TEST(Kernels, PackedLinearMatchesRefAcrossRowBlocks) {
+  const int64_t K = 40, N = 48;
+  auto w = randn(N * K, 31, 0.1f), b = randn(N, 32);
+  auto lin = PackedLinear::create(w.data(), b.data(), N, K, Precision::f32);
+  for (int64_t M : {int64_t{1}, kRowGranule - 1, kRowGranule, kRowGranule + 1, int64_t{100}, kRowChunk,
+                    kRowChunk + 1, 2 * kRowChunk + 3 * kRowGranule + 5})
+    for (Act act : {Act::none, Act::gelu_erf}) {
+      auto x = randn(M * K, 33 + static_cast<uint32_t>(M));
+      std::vector<float> got(M * N), want(M * N);
+      lin->forward(got.data(), x.data(), M, act);
+      linear_f32_ref(want.data(), x.data(), w.data(), b.data(), M, K, N, act);
+      // as LinearMatchesRef: NMSE 1e-7, max scaled error 1e-4 (accumulation order differs from the reference)
+      EXPECT_LE(nmse(got, want), 1e-7) << "M=" << M << " " << act_name(act);
+      EXPECT_LE(max_scaled_err(got, want), 1e-4) << "M=" << M << " " << act_name(act);
+    }
 }
 
 TEST(Kernels, StridedGemmMatchesRef) {
