@@ -1,5 +1,5 @@
 // encore::train::Collective - the few collectives data-parallel training needs, behind one small interface so
-// the transport can change (MPI today; gloo's TCP rendezvous or another backend implements the same five calls).
+// the transport can change (MPI today; gloo's TCP rendezvous or another backend implements the same six calls).
 //
 //   auto comm = encore::train::mpi_collective(/*timeout_seconds=*/300);   // MPI_Init; ranks from mpirun -np N
 //   encore::train::TrainConfig cfg; cfg.collective = comm;               // encore train --distributed
@@ -27,6 +27,9 @@ class Collective {
   virtual void start_allreduce_sum(float* data, int64_t n, const std::string& what) = 0;
   // Completes every started allreduce, or ends the job after the timeout (see above).
   virtual void wait_all() = 0;
+  // Lets started allreduces advance without waiting for them (a transport that moves data only inside its own
+  // calls, as Open MPI's nonblocking collectives do, gets a call in between compute). Never blocks.
+  virtual void progress() {}
   // Blocking in-place sum of a few doubles (losses, counters, flags).
   virtual void allreduce_sum(double* data, int64_t n, const std::string& what) = 0;
   // Blocking broadcast of data[0, n) from `root` to every rank.

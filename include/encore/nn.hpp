@@ -63,6 +63,25 @@ class ScopedObserver {
 
 class Module;
 
+// Called during a backward when `module`'s parameter gradients are final for that backward: the layer stacks call
+// it after each layer's backward (after the last use, in reverse order, of a layer whose parameters are shared).
+// Data-parallel training starts the allreduce of those gradients while the rest of backward runs (torch DDP's
+// gradient-ready hooks, per layer rather than per parameter). Parameters outside the layer stacks (embeddings,
+// pooler, heads) are not announced: their gradients are final when backward returns.
+using GradientReadyHook = std::function<void(Module& module)>;
+
+// Installs a gradient-ready hook for the current thread (the one running backward) while in scope.
+class ScopedGradientReadyHook {
+ public:
+  explicit ScopedGradientReadyHook(GradientReadyHook fn);
+  ~ScopedGradientReadyHook();
+  ScopedGradientReadyHook(const ScopedGradientReadyHook&) = delete;
+  ScopedGradientReadyHook& operator=(const ScopedGradientReadyHook&) = delete;
+
+ private:
+  GradientReadyHook previous_;
+};
+
 // A module's parameter: a Tensor whose copy is a copy of its values (torch's copy.deepcopy of a Parameter), so
 // copying a module - member by member, as the compiler does - gives the copy its own weights (`copy = layer`
 // then training `copy` leaves `layer` as it was). Moves keep the storage (a checkpoint's mapped weights stay

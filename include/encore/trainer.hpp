@@ -68,7 +68,7 @@ struct TrainConfig {
   // Data-parallel training (`encore train --distributed`, docs/scale.md): every rank runs the same config on
   // the same data file. A step takes batch_size x grad_accum x world_size examples of the one shuffled order
   // (the same on every rank); rank r trains on micro-batches r*grad_accum .. (r+1)*grad_accum-1 of them, the
-  // gradients are summed over ranks (bucketed allreduce), and every rank applies the same clipping and AdamW
+  // gradients are summed over ranks (bucketed allreduce started during backward), and every rank applies the same clipping and AdamW
   // update. So N ranks x batch B is the step of 1 rank x batch N*B (bit-for-bit up to float summation order).
   // Rank 0 alone evaluates, logs, saves and reports progress. A checkpoint resumes with any number of ranks
   // whose batch_size x grad_accum x world_size equals the one that wrote it.

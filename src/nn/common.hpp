@@ -105,5 +105,7 @@ Tensor ffn_backward(const FfnSaved& sv, const Tensor& dout, Linear& linear1, Lin
 
 void observe(const std::string& name, const Tensor& value);
 bool observing();
+// Tells this thread's gradient-ready hook (ScopedGradientReadyHook), if any, that `module`'s gradients are final.
+void gradients_ready(Module& module);
 
 }  // namespace encore::nn::detail

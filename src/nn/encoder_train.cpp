@@ -2,6 +2,8 @@
 // and the backward. The forward computes what encoder.cpp's inference forward computes (same ops, same order),
 // with dropout seeds and FFN intermediates kept. Sub-modules (self_attn, norm1, norm2) save their own - so no
 // tensor is modified in place after a sub-module saved it.
+#include <algorithm>
+
 #include "nn/common.hpp"
 #include "nn/layer_stack.hpp"
 #include "ops/backward.hpp"
@@ -161,6 +163,9 @@ Tensor layer_stack_backward(const LayerStackSaved& sv, const std::vector<Transfo
       [&](size_t i, const Tensor& dout) {
         Tensor dm;
         Tensor dx = layers[i]->backward_batch_first(dout, d_mask ? &dm : nullptr);
+        // Walking back, a layer's gradients are final after its first use in the forward (shared layers run again).
+        const auto first = layers.begin() + static_cast<std::ptrdiff_t>(i);
+        if (std::find(layers.begin(), first, layers[i]) == first) gradients_ready(*layers[i]);
         if (d_mask && d_mask->defined()) {
           ops::add_forward_(*d_mask, dm);
         } else if (d_mask) {

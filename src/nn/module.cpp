@@ -15,6 +15,7 @@ namespace {
 // global, because forward() may run on one module from several threads at once (nn.hpp), each with its own
 // trace and its own dropout stream.
 thread_local Observer t_observer;  // stays: ScopedObserver's trace of this thread's forward calls (encore trace)
+thread_local GradientReadyHook t_gradient_ready;  // stays: ScopedGradientReadyHook, this thread's backward announces layers
 thread_local bool t_no_init = false;  // stays: NoInitGuard, constructors skip init for loaders that overwrite it
 std::atomic<uint64_t> g_seed_state{0x5eed};
 thread_local bool t_seed_scoped = false;  // stays: SeedScope replays a layer's dropout masks (checkpointing)
@@ -58,6 +59,9 @@ void observe(const std::string& name, const Tensor& value) {
   if (t_observer) t_observer(name, value);
 }
 bool observing() { return static_cast<bool>(t_observer); }
+void gradients_ready(Module& module) {
+  if (t_gradient_ready) t_gradient_ready(module);
+}
 }  // namespace detail
 
 NoInitGuard::NoInitGuard() : previous_(t_no_init) { t_no_init = true; }
@@ -65,6 +69,11 @@ NoInitGuard::~NoInitGuard() { t_no_init = previous_; }
 
 ScopedObserver::ScopedObserver(Observer fn) : previous_(std::move(t_observer)) { t_observer = std::move(fn); }
 ScopedObserver::~ScopedObserver() { t_observer = std::move(previous_); }
+
+ScopedGradientReadyHook::ScopedGradientReadyHook(GradientReadyHook fn) : previous_(std::move(t_gradient_ready)) {
+  t_gradient_ready = std::move(fn);
+}
+ScopedGradientReadyHook::~ScopedGradientReadyHook() { t_gradient_ready = std::move(previous_); }
 
 void Module::observe(const char* what, const Tensor& value) const {
   if (detail::observing()) detail::observe(name_.empty() ? std::string(what) : name_ + "." + what, value);

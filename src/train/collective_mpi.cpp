@@ -62,6 +62,13 @@ class MpiCollective final : public Collective {
     pending_.clear();
   }
 
+  void progress() override {
+    if (pending_.empty()) return;
+    int done = 0;  // completed requests become MPI_REQUEST_NULL; wait_all() then finds them done
+    check(MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE),
+          pending_what_);
+  }
+
   void allreduce_sum(double* data, int64_t n, const std::string& what) override {
     std::vector<MPI_Request> r(1);
     check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r[0]), what);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -275,6 +276,10 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
   if (resuming) restore(cfg, task, resumed, total, world, st, opt);
   report.first_step = st.step;
   if (world > 1) broadcast_parameters(params, *comm);
+  std::optional<GradientAllreducer> reducer;
+  if (world > 1) reducer.emplace(params, *comm, cfg.bucket_bytes);
+  const char* verbose_env = std::getenv("ENCORE_VERBOSE");
+  const bool verbose = verbose_env && std::string(verbose_env) == "1";
 
   std::ofstream log;
   if (!cfg.log_csv.empty() && leader) {
@@ -300,7 +305,7 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
     state.update(task.identity());
     if (task.evaluates_before_training()) state["eval_before"] = report.eval_before;  // NaN -> null
     task.save(cfg.output_dir, opt, state, cfg.plot_svg.empty() ? plot() : std::string());
-    if (const char* v = std::getenv("ENCORE_VERBOSE"); v && std::string(v) == "1")
+    if (verbose)
       std::fprintf(stderr, "encore: train: saved the checkpoint of step %lld to '%s'\n",
                    static_cast<long long>(st.step), cfg.output_dir.c_str());
   };
@@ -328,12 +333,19 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
       nn::manual_seed(mix64(cfg.seed ^ mix64(static_cast<uint64_t>(st.step * cfg.grad_accum * world + micro))));  // dropout
       std::vector<int64_t> idx(st.order.begin() + s, st.order.begin() + std::min(end, s + cfg.batch_size));
       const double weight = task.micro_batch_weight(static_cast<int64_t>(idx.size()), step_n, micro_batches);
+      // The last backward of the step on this rank starts the gradient allreduce as layers finish.
+      std::optional<nn::ScopedGradientReadyHook> overlap;
+      if (reducer && micro == last_micro - 1) overlap.emplace(reducer->hook());
       sums[0] += weight * task.train_micro_batch(idx, weight, &tokens);
     }
     sums[1] = static_cast<double>(tokens);
-    if (world > 1) {
-      report.allreduce_seconds += allreduce_gradients(params, *comm, cfg.bucket_bytes);
+    if (reducer) {
+      report.allreduce_seconds += reducer->finish();
       comm->allreduce_sum(sums, 2, "allreduce of the step's loss");
+      if (verbose)
+        std::fprintf(stderr, "encore: train: rank %d: step %lld: %lld of %lld gradient buckets started during "
+                     "backward\n", rank, static_cast<long long>(st.step + 1),
+                     static_cast<long long>(reducer->started_in_backward()), static_cast<long long>(reducer->buckets()));
     }
     const double loss = sums[0];
     report.tokens += static_cast<int64_t>(sums[1]);

@@ -6,6 +6,7 @@ the job with an error in well under 60 s."""
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -101,6 +102,40 @@ def test_checkpoint_of_two_ranks_resumes_on_one(setup):
     res = subprocess.run(encore_cmd(train_args(d, model, d / "bad", 8, extra=["--resume", d / "half"])),
                          capture_output=True, text=True, timeout=300)
     assert res.returncode != 0 and "steps of 16 examples" in res.stderr, res.stderr
+
+
+def bucket_lines(stderr):
+    """(rank, step, started during backward, buckets) of each `ENCORE_VERBOSE=1` allreduce line."""
+    return [tuple(map(int, m)) for m in re.findall(
+        r"rank (\d+): step (\d+): (\d+) of (\d+) gradient buckets started during backward", stderr)]
+
+
+def test_buckets_start_during_backward_and_leave_the_sums_unchanged(setup):
+    """Small buckets start their allreduce while backward still runs (the layers' buckets, last layer first;
+    the embeddings' bucket waits for the end of backward); one bucket of everything can only start after it. The
+    sums are the same either way: losses and parameters bitwise equal after 8 steps."""
+    d, model = setup
+    env = {**mpi_env(), "ENCORE_VERBOSE": "1"}
+    runs = {}
+    for name, mb in (("overlapped", 0.004), ("after", 1000)):
+        cmd = encore_cmd(train_args(d, model, d / name, 8, steps=8, extra=["--bucket-mb", mb]), ranks=2)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        lines = bucket_lines(res.stderr)
+        assert sorted((r, s) for r, s, _, _ in lines) == [(r, s) for r in (0, 1) for s in range(1, 9)], res.stderr
+        runs[name] = lines
+    started = {k for _, _, k, _ in runs["overlapped"]}
+    buckets = {n for _, _, _, n in runs["overlapped"]}
+    assert len(buckets) == 1 and next(iter(buckets)) > 10, buckets
+    # Every step, on both ranks: some buckets started inside backward, and not all (embeddings come last).
+    assert min(started) >= 1 and max(started) < next(iter(buckets)), runs["overlapped"]
+    assert {(k, n) for _, _, k, n in runs["after"]} == {(0, 1)}, runs["after"]
+    st = json.loads((d / "overlapped" / "trainer_state.json").read_text())
+    assert st["losses"] == json.loads((d / "after" / "trainer_state.json").read_text())["losses"]
+    a, b = load_file(str(d / "overlapped" / "model.safetensors")), load_file(str(d / "after" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    init = load_file(str(model / "model.safetensors"))
+    assert max(float(np.abs(a["bert." + k] - v).max()) for k, v in init.items() if "bert." + k in a) > 1e-3
 
 
 def spawn_job(d, model, out, extra=()):
