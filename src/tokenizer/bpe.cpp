@@ -234,14 +234,14 @@ std::optional<std::string> optional_string(const json& j, const std::string& pat
 
 }  // namespace
 
-std::unique_ptr<Model> make_bpe(const json& j, const std::string& path) {
+std::unique_ptr<Model> make_bpe(const json& j, const std::string& path, const VocabEntries* flat_vocab) {
   if (has(j, "dropout")) {
     const double d = as_number(j["dropout"], path + ".dropout");
     if (d > 0.0 && d < 1.0)
       throw Error(path + ".dropout: BPE dropout " + std::to_string(d) +
                   " is random at inference; only null/0 (deterministic) is supported");
   }
-  Vocab vocab = read_vocab(field(j, path, "vocab"), path + ".vocab");
+  Vocab vocab = flat_vocab ? read_vocab(*flat_vocab) : read_vocab(field(j, path, "vocab"), path + ".vocab");
   auto prefix = optional_string(j, path, "continuing_subword_prefix");
   const size_t prefix_len = prefix ? prefix->size() : 0;
   const json& merges = field(j, path, "merges");

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "encore/tokenizer.hpp"
+#include "tokenizer/json_reader.hpp"
 #include "tokenizer/normalized_string.hpp"
 
 namespace encore::tok {
@@ -108,7 +109,8 @@ class Decoder {
 
 std::unique_ptr<Normalizer> make_normalizer(const json& j, const std::string& path);
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j, const std::string& path);
-std::unique_ptr<Model> make_model(const json& j, const std::string& path);
+// vocab: model.vocab read flat (json_reader.hpp), used instead of j["vocab"] when given.
+std::unique_ptr<Model> make_model(const json& j, const std::string& path, const VocabEntries* vocab = nullptr);
 std::unique_ptr<PostProcessor> make_post_processor(const json& j, const std::string& path);
 std::unique_ptr<Decoder> make_decoder(const json& j, const std::string& path);
 

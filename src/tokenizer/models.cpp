@@ -23,6 +23,20 @@ Vocab read_vocab(const json& j, const std::string& path) {
   return v;
 }
 
+Vocab read_vocab(const VocabEntries& entries) {
+  Vocab v;
+  v.to_id.reserve(entries.size());
+  for (const auto& [token, id] : entries) v.to_id.assign(token, id);
+  // read_vocab(json) visits the distinct tokens in sorted order and the last assignment of an id wins.
+  v.to_token.reserve(v.to_id.size());
+  v.to_id.for_each([&](std::string_view token, int64_t id) {
+    auto [it, inserted] = v.to_token.try_emplace(id, token);
+    if (!inserted && std::string_view(it->second) < token) it->second = token;
+  });
+  v.index_ids();
+  return v;
+}
+
 std::optional<int64_t> Vocab::find(std::string_view token) const { return to_id.find(token); }
 
 std::optional<std::string> Vocab::token(int64_t id) const {
@@ -148,7 +162,7 @@ std::unique_ptr<Model> make_wordpiece(std::vector<std::string> vocab, std::strin
                                      max_input_chars_per_word);
 }
 
-std::unique_ptr<Model> make_model(const json& j, const std::string& path) {
+std::unique_ptr<Model> make_model(const json& j, const std::string& path, const VocabEntries* vocab) {
   if (!j.is_object()) throw Error(path + ": expected an object, got " + json_kind(j));
   std::string type;
   if (has(j, "type")) {
@@ -162,17 +176,18 @@ std::unique_ptr<Model> make_model(const json& j, const std::string& path) {
   } else {
     type = "WordLevel";
   }
+  auto vocab_of = [&] { return vocab ? read_vocab(*vocab) : read_vocab(field(j, path, "vocab"), path + ".vocab"); };
   if (type == "WordPiece") {
     const int64_t max_chars = get_int(j, path, "max_input_chars_per_word", 100);
-    return std::make_unique<WordPiece>(read_vocab(field(j, path, "vocab"), path + ".vocab"),
+    return std::make_unique<WordPiece>(vocab_of(),
                                        get_string(j, path, "unk_token", "[UNK]"),
                                        get_string(j, path, "continuing_subword_prefix", "##"),
                                        static_cast<size_t>(std::max<int64_t>(0, max_chars)));
   }
   if (type == "WordLevel")
-    return std::make_unique<WordLevel>(read_vocab(field(j, path, "vocab"), path + ".vocab"),
+    return std::make_unique<WordLevel>(vocab_of(),
                                        get_string(j, path, "unk_token", "<unk>"));
-  if (type == "BPE") return make_bpe(j, path);
+  if (type == "BPE") return make_bpe(j, path, vocab);
   if (type == "Unigram") return make_unigram(j, path);
   unsupported(path, "model", type, {"WordPiece", "BPE", "Unigram", "WordLevel"});
 }

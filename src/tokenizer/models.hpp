@@ -42,8 +42,11 @@ struct Vocab {
 
 // {"token": id, ...}
 Vocab read_vocab(const json& j, const std::string& path);
+// The same members read flat (json_reader.hpp): valid ids, in file order. For a token given twice its last id,
+// and for an id given to several tokens the greatest token, as read_vocab(json) gives them.
+Vocab read_vocab(const VocabEntries& entries);
 
-std::unique_ptr<Model> make_bpe(const json& j, const std::string& path);
+std::unique_ptr<Model> make_bpe(const json& j, const std::string& path, const VocabEntries* vocab = nullptr);
 std::unique_ptr<Model> make_unigram(const json& j, const std::string& path);
 
 }  // namespace encore::tok

@@ -24,9 +24,17 @@ void TokenIndex::assign(std::string_view token, int64_t id) {
   }
 }
 
-void TokenIndex::grow() {
+void TokenIndex::reserve(size_t n) {
+  size_t want = slots_.empty() ? 64 : slots_.size();
+  while (want < 2 * n) want *= 2;
+  if (want > slots_.size()) rehash(want);
+}
+
+void TokenIndex::grow() { rehash(slots_.empty() ? 64 : slots_.size() * 2); }
+
+void TokenIndex::rehash(size_t n_slots) {
   std::vector<Slot> old = std::move(slots_);
-  slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+  slots_.assign(n_slots, Slot{});
   mask_ = slots_.size() - 1;
   for (const Slot& s : old) {
     if (s.length == kEmpty) continue;

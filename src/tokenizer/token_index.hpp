@@ -27,6 +27,8 @@ class TokenIndex {
     }
   }
   size_t size() const { return size_; }
+  // Room for n tokens without rehashing (a load of at most 1/2).
+  void reserve(size_t n);
   // f(token, id) for every token, in no particular order.
   template <class F>
   void for_each(F&& f) const {
@@ -62,6 +64,7 @@ class TokenIndex {
     return h ^ (h >> 29);
   }
   void grow();
+  void rehash(size_t n_slots);  // n_slots: a power of two above 2 x size_
 };
 
 }  // namespace encore::tok

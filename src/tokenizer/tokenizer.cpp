@@ -17,11 +17,13 @@
 #include "runtime/parallel.hpp"
 #include "tokenizer/added_vocabulary.hpp"
 #include "tokenizer/components.hpp"
+#include "tokenizer/json_reader.hpp"
 #include "tokenizer/json_util.hpp"
 
 namespace encore {
 
 using tok::json;
+using tok::parse_json;
 
 // The immutable part: shared between copies of a Tokenizer.
 struct Pipeline {
@@ -276,77 +278,6 @@ namespace {
 
 std::string read_file(const std::string& path) { return read_text_file(path, "tokenizer file"); }
 
-// A float the way serde_json (without its float_roundtrip feature) reads it, which is how the Rust library
-// reads tokenizer.json: the first digits that fit a u64 as an integer, converted to double, then one multiply
-// or divide by a power of ten. For 17-digit scores that is sometimes 1 ulp off the correctly rounded value;
-// Unigram's Viterbi then breaks exact ties differently, so we must read them the same way (707 of 3000 scores
-// of a test vocabulary differ).
-double serde_f64(std::string_view s) {
-  static const std::vector<double> pow10 = [] {
-    std::vector<double> p(309);
-    for (int i = 0; i <= 308; ++i) p[static_cast<size_t>(i)] = std::strtod(("1e" + std::to_string(i)).c_str(), nullptr);
-    return p;
-  }();
-  size_t i = 0;
-  const bool negative = i < s.size() && s[i] == '-';
-  if (negative) ++i;
-  uint64_t sig = 0;
-  int64_t exp = 0;
-  bool overflow = false;
-  auto digit = [&](char c, bool fractional) {
-    const uint64_t d = static_cast<uint64_t>(c - '0');
-    if (!overflow && (sig > (UINT64_MAX - d) / 10)) overflow = true;
-    if (overflow) {
-      if (!fractional) ++exp;  // dropped integer digits still scale; dropped fraction digits do not
-      return;
-    }
-    sig = sig * 10 + d;
-    if (fractional) --exp;
-  };
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) digit(s[i], false);
-  if (i < s.size() && s[i] == '.')
-    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) digit(s[i], true);
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    bool neg_exp = false;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg_exp = s[i++] == '-';
-    int64_t e = 0;
-    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) e = std::min<int64_t>(e * 10 + (s[i] - '0'), 1 << 30);
-    exp += neg_exp ? -e : e;
-  }
-  double f = static_cast<double>(sig);
-  for (;;) {
-    const int64_t a = exp < 0 ? -exp : exp;
-    if (a <= 308) {
-      f = exp >= 0 ? f * pow10[static_cast<size_t>(a)] : f / pow10[static_cast<size_t>(a)];
-      break;
-    }
-    if (f == 0.0 || exp > 0) {
-      if (exp > 0) f = HUGE_VAL;
-      break;
-    }
-    f /= 1e308;
-    exp += 308;
-  }
-  return negative ? -f : f;
-}
-
-struct SerdeFloatSax : nlohmann::detail::json_sax_dom_parser<json> {
-  using Base = nlohmann::detail::json_sax_dom_parser<json>;
-  using Base::Base;
-  bool number_float(json::number_float_t, const json::string_t& text) { return Base::number_float(serde_f64(text), text); }
-};
-
-json parse_json(std::string_view text, const std::string& source) {
-  try {
-    json j;
-    SerdeFloatSax sax(j, true);
-    json::sax_parse(text.begin(), text.end(), &sax);
-    return j;
-  } catch (const json::exception& e) {  // parse errors and numbers out of range (1e999)
-    throw ModelFormatError(source + ": not valid JSON: " + e.what());
-  }
-}
 
 Side read_side(const json& j, const std::string& path) {
   const std::string s = tok::as_string(j, path);
@@ -432,14 +363,15 @@ Tokenizer& Tokenizer::operator=(const Tokenizer& o) {
 }
 Tokenizer::~Tokenizer() = default;
 
-static std::shared_ptr<TokenizerImpl> from_json_value(const json& j, const std::string& source) {
+static std::shared_ptr<TokenizerImpl> from_json_value(const json& j, const std::string& source,
+                                                     const tok::VocabEntries* flat_vocab = nullptr) {
   if (!j.is_object()) throw Error(source + ": expected a JSON object at the top level, got " + tok::json_kind(j));
   auto pipeline = std::make_shared<Pipeline>();
   const std::string root = source + ":";
   auto sub = [&](const char* key) { return root + " " + key; };
   try {
     if (!j.contains("model")) throw Error(sub("model") + ": missing (every tokenizer.json has a model)");
-    pipeline->model = tok::make_model(j["model"], sub("model"));
+    pipeline->model = tok::make_model(j["model"], sub("model"), flat_vocab);
     if (tok::has(j, "normalizer")) pipeline->normalizer = tok::make_normalizer(j["normalizer"], sub("normalizer"));
     if (tok::has(j, "pre_tokenizer"))
       pipeline->pre_tokenizer = tok::make_pre_tokenizer(j["pre_tokenizer"], sub("pre_tokenizer"));
@@ -460,11 +392,13 @@ static std::shared_ptr<TokenizerImpl> from_json_value(const json& j, const std::
 }
 
 Tokenizer Tokenizer::from_json(std::string_view tokenizer_json) {
-  return Tokenizer(from_json_value(parse_json(tokenizer_json, "tokenizer JSON"), "tokenizer JSON"));
+  const tok::TokenizerJson t = tok::read_tokenizer_json(tokenizer_json, "tokenizer JSON");
+  return Tokenizer(from_json_value(t.doc, "tokenizer JSON", t.flat_vocab ? &t.vocab : nullptr));
 }
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  return Tokenizer(from_json_value(parse_json(read_file(path), path), path));
+  const tok::TokenizerJson t = tok::read_tokenizer_json(read_file(path), path);
+  return Tokenizer(from_json_value(t.doc, path, t.flat_vocab ? &t.vocab : nullptr));
 }
 
 // vocab.txt (+ tokenizer_config.json) as transformers' BertTokenizerFast builds it.

@@ -25,6 +25,8 @@
 #include "encore/error.hpp"
 #include "encore/runtime.hpp"
 #include "encore/tokenizer.hpp"
+#include "tokenizer/components.hpp"
+#include "tokenizer/json_reader.hpp"
 #include "tokenizer/normalized_string.hpp"
 #include "tokenizer/regex.hpp"
 #include "tokenizer/unicode.hpp"
@@ -349,6 +351,64 @@ TEST(Tokenizer, MegabyteInputsStayFast) {
       if (std::string(name) != "probe_strip_replace_prepend") {  // the probe strips all spaces
         EXPECT_GE(e.size(), 2u);
       }
+    }
+  }
+}
+
+// read_tokenizer_json reads model.vocab flat (json_reader.hpp); the oracle is the DOM read (parse_json, then
+// read_vocab of the object): the same ids both ways, token -> id and id -> token, and the same error when a
+// member is not a valid id (the reader falls back to the DOM there). `flat` says which form the reader must take,
+// so the fast path cannot silently go unused.
+TEST(Tokenizer, FlatVocabularyReadsAsTheDom) {
+  struct Case {
+    const char* name;
+    std::string json_text;
+    bool flat;
+  };
+  auto wp = [](const std::string& vocab) {
+    return R"({"model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": )" + vocab + "}}";
+  };
+  const std::vector<Case> table = {
+      {"plain", wp(R"({"[UNK]": 0, "a": 1, "##b": 2, "c": 3})"), true},
+      {"token-repeated", wp(R"({"[UNK]": 0, "a": 1, "b": 2, "a": 3})"), true},
+      {"id-shared", wp(R"({"[UNK]": 0, "b": 1, "a": 1, "c": 1, "d": 2})"), true},
+      {"unsigned-id", wp(R"({"[UNK]": 0, "a": 9223372036854775807})"), true},
+      {"string-id", wp(R"({"[UNK]": 0, "a": 1, "b": "two", "c": 3})"), false},
+      {"negative-id", wp(R"({"[UNK]": 0, "a": 1, "b": -2})"), false},
+      {"id-over-int64", wp(R"({"[UNK]": 0, "a": 18446744073709551615})"), false},
+      {"float-id", wp(R"({"[UNK]": 0, "a": 1.5})"), false},
+      {"object-id", wp(R"({"[UNK]": 0, "a": {"b": 1}})"), false},
+      {"vocab-twice", R"({"model": {"type": "WordLevel", "unk_token": "x", "vocab": {"x": 0}, "vocab": {"x": 1, "y": 0}}})", true},
+      {"vocab-then-array", R"({"model": {"type": "WordLevel", "unk_token": "x", "vocab": {"x": 0}, "vocab": ["x"]}})", false},
+      {"model-twice", R"({"model": {"type": "WordLevel", "vocab": {"x": 0}}, "model": {"type": "WordLevel"}})", false},
+      {"nested-vocab-not-model", R"({"model": {"type": "WordLevel", "unk_token": "x", "vocab": {"x": 0}}, "decoder": {"vocab": {"y": 1}}})", true},
+      {"bpe", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})", true},
+  };
+  for (const Case& c : table) {
+    SCOPED_TRACE(c.name);
+    const encore::tok::TokenizerJson t = encore::tok::read_tokenizer_json(c.json_text, "t");
+    const nlohmann::json dom = encore::tok::parse_json(c.json_text, "t");
+    EXPECT_EQ(t.flat_vocab, c.flat);
+    std::string dom_error, flat_error;
+    std::unique_ptr<encore::tok::Model> from_dom, from_flat;
+    try {
+      from_dom = encore::tok::make_model(dom["model"], "t model");
+    } catch (const encore::Error& e) {
+      dom_error = e.what();
+    }
+    try {
+      from_flat = encore::tok::make_model(t.doc["model"], "t model", t.flat_vocab ? &t.vocab : nullptr);
+    } catch (const encore::Error& e) {
+      flat_error = e.what();
+    }
+    EXPECT_EQ(flat_error, dom_error);
+    if (!from_dom || !from_flat) continue;
+    EXPECT_EQ(from_flat->vocab_size(), from_dom->vocab_size());
+    const nlohmann::json& members = dom["model"]["vocab"];
+    for (auto it = members.begin(); it != members.end(); ++it) {
+      EXPECT_EQ(from_flat->token_to_id(it.key()), from_dom->token_to_id(it.key())) << it.key();
+      const int64_t id = it.value().get<int64_t>();
+      EXPECT_EQ(from_flat->id_to_token(id), from_dom->id_to_token(id)) << id;
     }
   }
 }
