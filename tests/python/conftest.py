@@ -381,3 +381,175 @@ def call_kwargs(**kw) -> dict[str, Any]:
     """Drop None-valued kwargs (so defaults are exercised) but keep explicit
     False/True flags."""
     return {k: v for k, v in kw.items() if v is not None}
+
+
+# ---------------------------------------------------------------------------
+# Hugging Face model families (test_modernbert, test_qwen3, test_t5,
+# test_deberta_v2): random checkpoints built with save_pretrained, padded
+# batches, the checks every family runs the same way.
+# ---------------------------------------------------------------------------
+def perturbed(model: torch.nn.Module, scale: float = 0.05) -> torch.nn.Module:
+    """Every parameter + N(0, scale) from torch's generator (transformers' init puts norms at 1 and biases at 0,
+    which would leave them untested); the model in eval mode."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * scale)
+    return model.eval()
+
+
+def save_random_checkpoints(tmp_path_factory, cases, make_model, seed: int, rewrite=None) -> dict:
+    """name -> (directory, torch model in eval mode): for cases[i] (a tuple whose first item is its name),
+    make_model(case) under torch.manual_seed(seed + i), perturbed, written with save_pretrained into a fresh
+    directory; rewrite(name, directory), when given, may then edit what was written."""
+    out = {}
+    for i, case in enumerate(cases):
+        torch.manual_seed(seed + i)
+        model = perturbed(make_model(case))
+        d = tmp_path_factory.mktemp(case[0])
+        model.save_pretrained(d, safe_serialization=True)
+        if rewrite:
+            rewrite(case[0], d)
+        out[case[0]] = (str(d), model)
+    return out
+
+
+def padded_batch(lengths, vocab_size: int, pad_token_id: int, seed: int, *, first_id: int = 3,
+                 side: str = "right"):
+    """(ids, mask) int64 (B, max(lengths)): row b has lengths[b] ids drawn from [first_id, vocab_size) by
+    numpy's default_rng(seed), padded with pad_token_id on the right (or the left)."""
+    rng = np.random.default_rng(seed)
+    width = max(lengths)
+    ids = np.full((len(lengths), width), pad_token_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for b, n in enumerate(lengths):
+        cols = slice(0, n) if side == "right" else slice(width - n, width)
+        ids[b, cols] = rng.integers(first_id, vocab_size, n)
+        mask[b, cols] = 1
+    return ids, mask
+
+
+def max_diff(a, b) -> float:
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max())
+
+
+def assert_attentions_match(got, ref, real: np.ndarray, layers: int, tol: float) -> list:
+    """Per layer (B, heads, T, T) probabilities: as many layers as the reference's (layers), the same shapes, and
+    within tol on every sequence's real keys (real: (B, T) bool). Returns encore's as numpy arrays."""
+    assert len(got) == len(ref) == layers
+    out = []
+    for i, (a, b) in enumerate(zip(got, ref)):
+        a, b = np.asarray(a), b.numpy()
+        assert a.shape == b.shape
+        for s in range(a.shape[0]):
+            d = max_diff(a[s][:, real[s]], b[s][:, real[s]])
+            assert d <= tol, f"layer {i} sequence {s}: attention weights differ by {d:.2e}"
+        out.append(a)
+    return out
+
+
+def write_config(src: str, dst: pathlib.Path, **changes) -> str:
+    """A copy of the checkpoint directory src at dst with config.json's keys set to changes (None: removed)."""
+    import json
+    import shutil
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return str(dst)
+
+
+def assert_load_refused(path: str, message: str, *, names: str = "") -> None:
+    """encore.AutoModel.load(path) raises encore.Error matching the regex message (and containing names)."""
+    encore = require_encore()
+    with pytest.raises(encore.Error, match=message) as e:
+        encore.AutoModel.load(path)
+    assert names in str(e.value)
+
+
+def assert_missing_weight_named(src: str, dst: pathlib.Path, name: str) -> None:
+    """A copy of src without the tensor `name` fails to load with an error naming it."""
+    import re
+    from safetensors.numpy import load_file, save_file
+    path = write_config(src, dst)
+    weights = load_file(f"{path}/model.safetensors")
+    del weights[name]
+    save_file(weights, f"{path}/model.safetensors", metadata={"format": "pt"})
+    assert_load_refused(path, re.escape(name))
+
+
+def assert_low_precision_close(got, ref, floor: float, what: str) -> None:
+    """Rows of got (bf16 / int8) within cosine floor of ref's (fp32), and not ref's bits (the dtype ran)."""
+    a, b = np.asarray(got), np.asarray(ref)
+    cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+    assert cos.min() >= floor, f"{what}: min cosine {cos.min():.6f}"
+    assert max_diff(a, b) > 1e-5, f"{what}: identical to fp32, the dtype did not apply"
+
+
+def backward_through_reference(target: torch.Tensor, real: np.ndarray, seed: int = 4) -> np.ndarray:
+    """R ~ N(0, 1) from default_rng(seed) shaped as target (0 at padded positions real == False of a (B, T, ...)
+    target: nothing reads them); runs torch's backward of loss = sum(R * target) and returns R."""
+    r = np.random.default_rng(seed).standard_normal(tuple(target.shape)).astype(np.float32)
+    if target.dim() == 3:
+        r[~real] = 0
+    (target * torch.from_numpy(r)).sum().backward()
+    return r
+
+
+def assert_loss_close(got, target: torch.Tensor, r: np.ndarray, rel: float) -> None:
+    """sum(R * got) within rel · sum|R * target| of sum(R * target)."""
+    want = target.detach().numpy() * r
+    assert abs(float((np.asarray(got) * r).sum()) - float(want.sum())) <= rel * float(np.abs(want).sum())
+
+
+def assert_every_gradient_matches(grads: dict, reference: dict, hf_name, rel: float, what: str,
+                                  near_zero=None) -> float:
+    """Every encore gradient grads[n] vs torch's reference[hf_name(n)].grad within rel relative per tensor,
+    max|g - g_ref| / max|g_ref| (a zero reference gradient fails: it would not see a wrong one), and every
+    reference parameter compared. near_zero(n), when given, names gradients that are 0 in exact arithmetic: both
+    sides must then be within 1e-5 of the largest reference gradient. Returns the worst relative difference."""
+    scale = max(float(p.grad.abs().max()) for p in reference.values()) if near_zero else 0.0
+    covered, worst = set(), 0.0
+    for n, g in grads.items():
+        ref_name = hf_name(n)
+        covered.add(ref_name)
+        want = reference[ref_name].grad.numpy()
+        assert g.shape == want.shape, n
+        if near_zero and near_zero(n):
+            assert max(np.abs(g).max(), np.abs(want).max()) <= 1e-5 * scale, f"{what} {n}: not ~0"
+            continue
+        assert np.abs(want).max() > 0, f"{what} {n}: reference gradient is zero - the test would not see a wrong one"
+        d = float(np.abs(g - want).max() / np.abs(want).max())
+        worst = max(worst, d)
+        assert d <= rel, f"{what} {n}: gradient rel diff {d:.2e}"
+    assert covered == set(reference), f"not compared: {sorted(set(reference) ^ covered)}"
+    return worst
+
+
+def assert_checkpointing_is_bitwise(path: str, inputs: tuple, output: str, r: np.ndarray,
+                                    dropout: float = 0.2) -> None:
+    """Training with dropout at every site: the same seed gives bitwise the same output (output: "logits" or
+    "last_hidden_state", whose gradient r is) and every parameter's gradient with and without gradient
+    checkpointing; every parameter gets one; and dropout does act (the output differs from eval by > 1e-3)."""
+    encore = require_encore()
+    runs = []
+    for checkpointing in [False, True]:
+        enc = encore.AutoModel.load(path).train()
+        enc.set_dropout(dropout)
+        enc.gradient_checkpointing = checkpointing
+        params = enc.parameters_module()
+        params.zero_grad()
+        encore.manual_seed(123)
+        out = np.asarray(enc(*inputs, return_dict=True)[output])
+        enc.backward(**{"d_logits" if output == "logits" else "d_last_hidden_state": r})
+        runs.append((out, {n: np.array(g) for n, g in params.grads().items()}))
+    (o0, g0), (o1, g1) = runs
+    np.testing.assert_array_equal(o0, o1)
+    assert g0.keys() == g1.keys() == encore.AutoModel.load(path).parameters_module().state_dict().keys()
+    for n in g0:
+        np.testing.assert_array_equal(g0[n], g1[n], err_msg=n)
+    plain = np.asarray(encore.AutoModel.load(path)(*inputs, return_dict=True)[output])
+    assert max_diff(o0, plain) > 1e-3

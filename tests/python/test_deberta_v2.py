@@ -35,7 +35,6 @@ missing weights refused by name.
 import copy
 import json
 import pathlib
-import shutil
 
 import numpy as np
 import pytest
@@ -43,6 +42,9 @@ import torch
 import transformers as T
 
 import encore
+from conftest import (assert_checkpointing_is_bitwise, assert_every_gradient_matches, assert_load_refused,
+                      assert_loss_close, assert_low_precision_close, assert_missing_weight_named,
+                      backward_through_reference, max_diff, perturbed, save_random_checkpoints, write_config)
 
 TOL = 1e-5
 
@@ -88,17 +90,8 @@ def uses_types(cfg):
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     """name -> (directory, torch model in eval mode); cases sharing a config share a checkpoint."""
-    out = {}
-    for i, (name, kwargs, cls, _) in enumerate(CASES):
-        torch.manual_seed(300 + i)
-        model = cls(T.DebertaV2Config(**kwargs)).eval()
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(torch.randn_like(p) * 0.05)
-        d = tmp_path_factory.mktemp(name)
-        model.save_pretrained(d, safe_serialization=True)
-        out[name] = (str(d), model)
-    return out
+    return save_random_checkpoints(tmp_path_factory, CASES, lambda case: case[2](T.DebertaV2Config(**case[1])),
+                                   seed=300)
 
 
 def batch(cfg, lengths, seed):
@@ -112,10 +105,6 @@ def batch(cfg, lengths, seed):
         if cfg.type_vocab_size > 0:
             types[b, n // 2:n] = rng.integers(0, cfg.type_vocab_size)
     return ids, mask, types
-
-
-def max_diff(a, b):
-    return float(np.abs(np.asarray(a) - np.asarray(b)).max())
 
 
 def run_ref(model, ids, mask, types, **kw):
@@ -171,18 +160,6 @@ def test_matches_transformers(saved, name, skip_padding):
         assert enc.config["num_labels"] == cfg.num_labels
 
 
-def write_config(src: str, dst: pathlib.Path, **changes) -> str:
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return str(dst)
-
-
 ERRORS = [
     ("conv", "v2", dict(conv_kernel_size=4), "conv_kernel_size 4 is even"),
     ("conv_groups", "v2", dict(conv_kernel_size=3, conv_groups=3), "conv_groups 3"),
@@ -197,22 +174,13 @@ ERRORS = [
 
 @pytest.mark.parametrize("base,changes,message", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_unsupported_config_is_refused(saved, tmp_path, base, changes, message):
-    path = write_config(saved[base][0], tmp_path / "m", **changes)
-    with pytest.raises(encore.Error, match=message) as e:
-        encore.AutoModel.load(path)
-    assert "config.json" in str(e.value)
+    assert_load_refused(write_config(saved[base][0], tmp_path / "m", **changes), message, names="config.json")
 
 
 def test_missing_weight_and_bad_inputs(saved, tmp_path):
-    from safetensors.numpy import load_file, save_file
     for base, name in [("v2", "encoder.layer.1.attention.self.pos_query_proj.weight"),
                        ("v3", "encoder.LayerNorm.bias"), ("seqcls", "pooler.dense.weight")]:
-        path = write_config(saved[base][0], tmp_path / base)
-        weights = load_file(f"{path}/model.safetensors")
-        del weights[name]
-        save_file(weights, f"{path}/model.safetensors", metadata={"format": "pt"})
-        with pytest.raises(encore.Error, match=name.replace(".", "\\.")):
-            encore.AutoModel.load(path)
+        assert_missing_weight_named(saved[base][0], tmp_path / base, name)
     enc = encore.AutoModel.load(saved["v2"][0])  # absolute positions: at most max_position_embeddings 300
     with pytest.raises(encore.Error, match="exceeds max_position_embeddings 300"):
         enc(np.ones((1, 301), dtype=np.int64))
@@ -236,9 +204,7 @@ def test_bf16_int8_close_to_fp32(saved, dtype, floor):
             a, b = np.asarray(got[key]), np.asarray(ref[key])
             if key == "last_hidden_state":
                 a, b = a[real], b[real]
-            cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
-            assert cos.min() >= floor, f"{name} {dtype} {key}: min cosine {cos.min():.6f}"
-            assert max_diff(a, b) > 1e-5, f"{name} {dtype} {key}: identical to fp32, the dtype did not apply"
+            assert_low_precision_close(a, b, floor, f"{name} {dtype} {key}")
 
 
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pooler_dropout=0.0, cls_dropout=0.0)
@@ -270,10 +236,7 @@ def test_every_parameter_gradient_matches_torch_autograd(name, tmp_path, _torch_
     max|g - g_ref| / max|g_ref|."""
     _, kwargs, cls, lengths = BY_NAME[name]
     torch.manual_seed(77)
-    ref = cls(T.DebertaV2Config(**{**kwargs, **NO_DROPOUT}))
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+    ref = perturbed(cls(T.DebertaV2Config(**{**kwargs, **NO_DROPOUT})))
     ref.save_pretrained(tmp_path, safe_serialization=True)
     ref.train()
     enc = encore.AutoModel.load(str(tmp_path)).train()
@@ -287,37 +250,19 @@ def test_every_parameter_gradient_matches_torch_autograd(name, tmp_path, _torch_
         target = torch.stack([out.start_logits, out.end_logits], -1)
     else:
         target = out.logits if has_logits else out.last_hidden_state
-    r = np.random.default_rng(4).standard_normal(tuple(target.shape)).astype(np.float32)
-    if target.dim() == 3:
-        r[~real] = 0  # padded positions: not defined, nothing reads them
-    (target * torch.from_numpy(r)).sum().backward()
+    r = backward_through_reference(target, real)  # padded positions: not defined, nothing reads them
     params.zero_grad()
     res = enc(ids, mask, types, return_dict=True)
-    got = res["logits"] if has_logits else res["last_hidden_state"]
-    want_loss = float((target.detach().numpy() * r).sum())
-    assert abs(float((np.asarray(got) * r).sum()) - want_loss) <= GRAD_REL * float(np.abs(target.detach().numpy() * r).sum())
+    assert_loss_close(res["logits"] if has_logits else res["last_hidden_state"], target, r, GRAD_REL)
     if has_logits:
         enc.backward(d_logits=r)
     else:
         enc.backward(d_last_hidden_state=r)
     task = cls is not T.DebertaV2Model
-    hf = {n: p for n, p in ref.named_parameters()}
-    scale = max(float(p.grad.abs().max()) for p in hf.values())
-    covered = set()
-    worst = 0.0
-    for n, g in params.grads().items():
-        hf_name = "deberta." + n if task and not n.startswith(("pooler.", "classifier.", "qa_outputs.")) else n
-        covered.add(hf_name)
-        want = hf[hf_name].grad.numpy()
-        assert g.shape == want.shape, n
-        if shift_invariant(n, ref.config):  # 0 in exact arithmetic: both sides must be rounding noise
-            assert max(np.abs(g).max(), np.abs(want).max()) <= 1e-5 * scale, f"{name} {n}: not ~0"
-            continue
-        assert np.abs(want).max() > 0, f"{name} {n}: reference gradient is zero - the test would not see a wrong one"
-        d = float(np.abs(g - want).max() / np.abs(want).max())
-        worst = max(worst, d)
-        assert d <= GRAD_REL, f"{name} {n}: gradient rel diff {d:.2e}"
-    assert covered == set(hf), f"not compared: {sorted(set(hf) - covered)}"
+    worst = assert_every_gradient_matches(
+        params.grads(), dict(ref.named_parameters()),
+        lambda n: "deberta." + n if task and not n.startswith(("pooler.", "classifier.", "qa_outputs.")) else n,
+        GRAD_REL, name, near_zero=lambda n: shift_invariant(n, ref.config))
     print(f"{name}: worst gradient rel diff {worst:.2e}")
 
 
@@ -328,24 +273,7 @@ def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved):
     path, model = saved["seqcls"]
     ids, mask, types = batch(model.config, LENGTHS, seed=13)
     r = np.random.default_rng(2).standard_normal((len(LENGTHS), model.config.num_labels)).astype(np.float32)
-    runs = []
-    for checkpointing in [False, True]:
-        enc = encore.AutoModel.load(path).train()
-        enc.set_dropout(0.2)
-        enc.gradient_checkpointing = checkpointing
-        params = enc.parameters_module()
-        params.zero_grad()
-        encore.manual_seed(123)
-        logits = np.asarray(enc(ids, mask, types, return_dict=True)["logits"])
-        enc.backward(d_logits=r)
-        runs.append((logits, {n: np.array(g) for n, g in params.grads().items()}))
-    (l0, g0), (l1, g1) = runs
-    np.testing.assert_array_equal(l0, l1)
-    assert g0.keys() == g1.keys() == encore.AutoModel.load(path).parameters_module().state_dict().keys()
-    for n in g0:
-        np.testing.assert_array_equal(g0[n], g1[n], err_msg=n)
-    plain = np.asarray(encore.AutoModel.load(path)(ids, mask, types, return_dict=True)["logits"])
-    assert max_diff(l0, plain) > 1e-3
+    assert_checkpointing_is_bitwise(path, (ids, mask, types), "logits", r)
 
 
 @pytest.mark.parametrize("base,kind", [("v3", "sequence"), ("v2", "token"), ("v2", None), ("seqcls-v2", "loaded"),
@@ -426,10 +354,7 @@ def st_dir(tmp_path_factory):
     from sentence_transformers.models import Pooling, Transformer
     tok = deberta_v3_tokenizer()
     torch.manual_seed(8)
-    model = T.DebertaV2Model(T.DebertaV2Config(**dict(V3, vocab_size=len(tok)))).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+    model = perturbed(T.DebertaV2Model(T.DebertaV2Config(**dict(V3, vocab_size=len(tok)))))
     root = tmp_path_factory.mktemp("st")
     model.save_pretrained(root / "hf", safe_serialization=True)
     tok.save_pretrained(root / "hf")

@@ -29,6 +29,10 @@ import torch
 import transformers as T
 
 import encore
+from conftest import (assert_attentions_match, assert_checkpointing_is_bitwise, assert_every_gradient_matches,
+                      assert_load_refused, assert_loss_close, assert_low_precision_close, assert_missing_weight_named,
+                      backward_through_reference, max_diff, padded_batch, perturbed, save_random_checkpoints,
+                      write_config)
 
 TOL = 1e-5
 
@@ -74,29 +78,13 @@ def legacy_config(path: pathlib.Path) -> None:
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     """name -> (directory, torch model in eval mode)."""
-    out = {}
-    for i, (name, kwargs, cls, _) in enumerate(CASES):
-        torch.manual_seed(200 + i)
-        model = cls(T.ModernBertConfig(**kwargs, attn_implementation="eager")).eval()
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(torch.randn_like(p) * 0.05)
-        d = tmp_path_factory.mktemp(name)
-        model.save_pretrained(d, safe_serialization=True)
-        if name == "legacy-config":
-            legacy_config(d)
-        out[name] = (str(d), model)
-    return out
+    return save_random_checkpoints(
+        tmp_path_factory, CASES, lambda case: case[2](T.ModernBertConfig(**case[1], attn_implementation="eager")),
+        seed=200, rewrite=lambda name, d: legacy_config(d) if name == "legacy-config" else None)
 
 
 def batch(cfg, lengths, seed):
-    rng = np.random.default_rng(seed)
-    ids = np.full((len(lengths), max(lengths)), cfg.pad_token_id, dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for b, n in enumerate(lengths):
-        ids[b, :n] = rng.integers(3, cfg.vocab_size, n)
-        mask[b, :n] = 1
-    return ids, mask
+    return padded_batch(lengths, cfg.vocab_size, cfg.pad_token_id, seed)
 
 
 def defined_positions(cfg, mask):
@@ -106,10 +94,6 @@ def defined_positions(cfg, mask):
         return np.ones(mask.shape, dtype=bool)
     last = mask.sum(1, keepdims=True) - 1
     return np.arange(mask.shape[1])[None, :] <= last + cfg.local_attention // 2
-
-
-def max_diff(a, b):
-    return float(np.abs(np.asarray(a) - np.asarray(b)).max())
 
 
 @pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "padding-free"])
@@ -171,14 +155,10 @@ def test_attentions_match(saved):
     with torch.no_grad():
         ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), output_attentions=True)
     got = enc(ids, mask, output_attentions=True)
-    assert len(got["attentions"]) == len(ref.attentions) == model.config.num_hidden_layers
-    real = mask.astype(bool)
-    for i, (a, b) in enumerate(zip(got["attentions"], ref.attentions)):
-        a, b = np.asarray(a), b.numpy()
-        assert a.shape == b.shape
-        for s in range(a.shape[0]):  # keys outside the window or padded: 0 on both sides
-            d = max_diff(a[s][:, real[s]], b[s][:, real[s]])
-            assert d <= TOL, f"layer {i} sequence {s}: attention weights differ by {d:.2e}"
+    # keys outside the window or padded: 0 on both sides
+    got = assert_attentions_match(got["attentions"], ref.attentions, mask.astype(bool),
+                                  model.config.num_hidden_layers, TOL)
+    for i, a in enumerate(got):
         if model.config.layer_types[i] == "sliding_attention":
             assert np.all(a[0, :, 0, model.config.local_attention // 2 + 1:] == 0)
 
@@ -196,10 +176,7 @@ def st_dir(tmp_path_factory):
                              vocab_size=30522, max_position_embeddings=512, local_attention=8, pad_token_id=0,
                              bos_token_id=101, eos_token_id=102, cls_token_id=101, sep_token_id=102,
                              attn_implementation="eager")
-    model = T.ModernBertModel(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+    model = perturbed(T.ModernBertModel(cfg))
     root = tmp_path_factory.mktemp("st")
     model.save_pretrained(root / "hf", safe_serialization=True)
     for f in ["tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"]:
@@ -276,18 +253,6 @@ def test_each_rule_matters(saved, tmp_path, changes):
     assert max_diff(changed[real], ref[real]) > 100 * TOL
 
 
-def write_config(src: str, dst: pathlib.Path, **changes) -> str:
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return str(dst)
-
-
 ERRORS = [
     ("rope_scaling", dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope_scaling"),
     ("rope_type", dict(rope_parameters={"full_attention": {"rope_type": "yarn", "rope_theta": 1e4}}),
@@ -303,20 +268,11 @@ ERRORS = [
 
 @pytest.mark.parametrize("changes,message", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_unsupported_config_is_refused(saved, tmp_path, changes, message):
-    path = write_config(saved["base"][0], tmp_path / "m", **changes)
-    with pytest.raises(encore.Error, match=message) as e:
-        encore.AutoModel.load(path)
-    assert "config.json" in str(e.value)
+    assert_load_refused(write_config(saved["base"][0], tmp_path / "m", **changes), message, names="config.json")
 
 
 def test_missing_weight_and_bad_inputs(saved, tmp_path):
-    from safetensors.numpy import load_file, save_file
-    path = write_config(saved["base"][0], tmp_path / "m")
-    weights = load_file(f"{path}/model.safetensors")
-    del weights["layers.2.attn_norm.weight"]
-    save_file(weights, f"{path}/model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(encore.Error, match="layers.2.attn_norm.weight"):
-        encore.AutoModel.load(path)
+    assert_missing_weight_named(saved["base"][0], tmp_path / "m", "layers.2.attn_norm.weight")
     enc = encore.AutoModel.load(saved["base"][0])
     with pytest.raises(encore.Error, match="exceeds max_position_embeddings 1024"):
         enc(np.ones((1, 1025), dtype=np.int64))
@@ -342,9 +298,7 @@ def test_bf16_int8_close_to_fp32(saved, dtype, floor):
             a, b = np.asarray(got[key]), np.asarray(ref[key])
             if key == "last_hidden_state":
                 a, b = a[real], b[real]
-            cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
-            assert cos.min() >= floor, f"{name} {dtype} {key}: min cosine {cos.min():.6f}"
-            assert max_diff(a, b) > 1e-5, f"{name} {dtype} {key}: identical to fp32, the dtype did not apply"
+            assert_low_precision_close(a, b, floor, f"{name} {dtype} {key}")
 
 
 LONG_CONFIG = dict(SMALL, num_hidden_layers=3, max_position_embeddings=8192, local_attention=128)
@@ -366,10 +320,7 @@ def test_8192_tokens_match_and_memory_is_linear(tmp_path):
     import subprocess
     import sys
     torch.manual_seed(9)
-    model = T.ModernBertModel(T.ModernBertConfig(**LONG_CONFIG, attn_implementation="sdpa")).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+    model = perturbed(T.ModernBertModel(T.ModernBertConfig(**LONG_CONFIG, attn_implementation="sdpa")))
     model.save_pretrained(tmp_path, safe_serialization=True)
     ids = np.random.default_rng(0).integers(3, 120, (1, 8192))
     with torch.no_grad():
@@ -433,32 +384,18 @@ def test_every_parameter_gradient_matches_torch_autograd(saved, name, tmp_path, 
     out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
     has_logits = getattr(out, "logits", None) is not None
     target = out.logits if has_logits else out.last_hidden_state
-    r = np.random.default_rng(4).standard_normal(tuple(target.shape)).astype(np.float32)
-    if target.dim() == 3:
-        r[~real] = 0  # padded positions: nothing reads them
-    (target * torch.from_numpy(r)).sum().backward()
+    r = backward_through_reference(target, real)
     params.zero_grad()
     res = enc(ids, mask, return_dict=True)
-    got = res["logits"] if has_logits else res["last_hidden_state"]
-    assert abs(float((np.asarray(got) * r).sum()) - float((target.detach().numpy() * r).sum())) <= \
-        GRAD_REL * float(np.abs(target.detach().numpy() * r).sum())
+    assert_loss_close(res["logits"] if has_logits else res["last_hidden_state"], target, r, GRAD_REL)
     if has_logits:
         enc.backward(d_logits=r)
     else:
         enc.backward(d_last_hidden_state=r)
     task = name.startswith(("seqcls", "tokcls"))
-    hf = dict(ref.named_parameters())
-    grads = params.grads()
-    covered = set()
-    for n, g in grads.items():
-        hf_name = "model." + n if task and not n.startswith(("head.", "classifier.")) else n
-        covered.add(hf_name)
-        want = hf[hf_name].grad.numpy()
-        assert g.shape == want.shape, n
-        assert np.abs(want).max() > 0, f"{name} {n}: reference gradient is zero - the test would not see a wrong one"
-        d = float(np.abs(g - want).max() / np.abs(want).max())
-        assert d <= GRAD_REL, f"{name} {n}: gradient rel diff {d:.2e}"
-    assert covered == set(hf), f"not compared: {sorted(set(hf) - covered)}"
+    assert_every_gradient_matches(
+        params.grads(), dict(ref.named_parameters()),
+        lambda n: "model." + n if task and not n.startswith(("head.", "classifier.")) else n, GRAD_REL, name)
 
 
 @pytest.mark.parametrize("kind", ["sequence", "token"])
@@ -491,24 +428,7 @@ def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved):
     path, model = saved["seqcls-mean"]
     ids, mask = batch(model.config, LENGTHS, seed=13)
     r = np.random.default_rng(2).standard_normal((len(LENGTHS), model.config.num_labels)).astype(np.float32)
-    runs = []
-    for checkpointing in [False, True]:
-        enc = encore.AutoModel.load(path).train()
-        enc.set_dropout(0.2)
-        enc.gradient_checkpointing = checkpointing
-        params = enc.parameters_module()
-        params.zero_grad()
-        encore.manual_seed(123)
-        logits = np.asarray(enc(ids, mask, return_dict=True)["logits"])
-        enc.backward(d_logits=r)
-        runs.append((logits, {n: np.array(g) for n, g in params.grads().items()}))
-    (l0, g0), (l1, g1) = runs
-    np.testing.assert_array_equal(l0, l1)
-    assert g0.keys() == g1.keys() == encore.AutoModel.load(path).parameters_module().state_dict().keys()
-    for n in g0:
-        np.testing.assert_array_equal(g0[n], g1[n], err_msg=n)
-    plain = np.asarray(encore.AutoModel.load(path)(ids, mask, return_dict=True)["logits"])
-    assert max_diff(l0, plain) > 1e-3
+    assert_checkpointing_is_bitwise(path, (ids, mask), "logits", r)
 
 
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
@@ -518,10 +438,7 @@ def test_masked_lm_logits(tmp_path, tied):
     padded and padding-free; export_hf loads back into transformers strictly."""
     torch.manual_seed(31)
     cfg = T.ModernBertConfig(**SMALL, **BIASES, tie_word_embeddings=tied, attn_implementation="eager")
-    model = T.ModernBertForMaskedLM(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+    model = perturbed(T.ModernBertForMaskedLM(cfg))
     model.save_pretrained(tmp_path, safe_serialization=True)
     from safetensors.numpy import load_file
     assert ("decoder.weight" in load_file(str(tmp_path / "model.safetensors"))) == (not tied)

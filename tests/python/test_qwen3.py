@@ -27,6 +27,10 @@ import torch
 import transformers as T
 
 import encore
+from conftest import (assert_attentions_match, assert_checkpointing_is_bitwise, assert_every_gradient_matches,
+                      assert_load_refused, assert_loss_close, assert_low_precision_close, assert_missing_weight_named,
+                      backward_through_reference, max_diff, padded_batch, perturbed, save_random_checkpoints,
+                      write_config)
 
 TOL = 1e-5
 
@@ -66,42 +70,16 @@ def legacy_config(path: pathlib.Path) -> None:
     (path / "config.json").write_text(json.dumps(cfg))
 
 
-def perturb(model):
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return model
-
-
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     """name -> (directory, torch model in eval mode)."""
-    out = {}
-    for i, (name, kwargs, cls) in enumerate(CASES):
-        torch.manual_seed(300 + i)
-        model = perturb(cls(T.Qwen3Config(**kwargs, attn_implementation="eager")).eval())
-        d = tmp_path_factory.mktemp(name)
-        model.save_pretrained(d, safe_serialization=True)
-        if name == "mqa-legacy":
-            legacy_config(d)
-        out[name] = (str(d), model)
-    return out
+    return save_random_checkpoints(
+        tmp_path_factory, CASES, lambda case: case[2](T.Qwen3Config(**case[1], attn_implementation="eager")),
+        seed=300, rewrite=lambda name, d: legacy_config(d) if name == "mqa-legacy" else None)
 
 
 def batch(cfg, lengths, seed, side="right"):
-    rng = np.random.default_rng(seed)
-    T_ = max(lengths)
-    ids = np.full((len(lengths), T_), cfg.pad_token_id, dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for b, n in enumerate(lengths):
-        cols = slice(0, n) if side == "right" else slice(T_ - n, T_)
-        ids[b, cols] = rng.integers(3, cfg.vocab_size, n)
-        mask[b, cols] = 1
-    return ids, mask
-
-
-def max_diff(a, b):
-    return float(np.abs(np.asarray(a) - np.asarray(b)).max())
+    return padded_batch(lengths, cfg.vocab_size, cfg.pad_token_id, seed, side=side)
 
 
 PATHS = [("right", False), ("right", True), ("left", False), ("left", True)]
@@ -183,27 +161,10 @@ def test_attentions_are_causal_and_match(saved):
     with torch.no_grad():
         ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), output_attentions=True)
     got = enc(ids, mask, output_attentions=True)
-    assert len(got["attentions"]) == len(ref.attentions) == model.config.num_hidden_layers
-    real = mask.astype(bool)
-    for i, (a, b) in enumerate(zip(got["attentions"], ref.attentions)):
-        a, b = np.asarray(a), b.numpy()
-        assert a.shape == b.shape == (2, 4, 15, 15)
-        for s in range(2):
-            d = max_diff(a[s][:, real[s]], b[s][:, real[s]])
-            assert d <= TOL, f"layer {i} sequence {s}: attention weights differ by {d:.2e}"
+    for a in assert_attentions_match(got["attentions"], ref.attentions, mask.astype(bool),
+                                     model.config.num_hidden_layers, TOL):
+        assert a.shape == (2, 4, 15, 15)
         assert np.all(np.triu(np.ones((15, 15)), 1)[None, None].astype(bool) <= (a == 0))
-
-
-def write_config(src: str, dst: pathlib.Path, **changes) -> str:
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return str(dst)
 
 
 ERRORS = [
@@ -221,20 +182,11 @@ ERRORS = [
 
 @pytest.mark.parametrize("changes,message", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_unsupported_config_is_refused(saved, tmp_path, changes, message):
-    path = write_config(saved["gqa"][0], tmp_path / "m", **changes)
-    with pytest.raises(encore.Error, match=message) as e:
-        encore.AutoModel.load(path)
-    assert "config.json" in str(e.value)
+    assert_load_refused(write_config(saved["gqa"][0], tmp_path / "m", **changes), message, names="config.json")
 
 
 def test_missing_weight_and_bad_inputs(saved, tmp_path):
-    from safetensors.numpy import load_file, save_file
-    path = write_config(saved["gqa"][0], tmp_path / "m")
-    weights = load_file(f"{path}/model.safetensors")
-    del weights["layers.1.self_attn.k_norm.weight"]
-    save_file(weights, f"{path}/model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(encore.Error, match="layers.1.self_attn.k_norm.weight"):
-        encore.AutoModel.load(path)
+    assert_missing_weight_named(saved["gqa"][0], tmp_path / "m", "layers.1.self_attn.k_norm.weight")
     enc = encore.AutoModel.load(saved["gqa"][0])
     with pytest.raises(encore.Error, match="exceeds max_position_embeddings 256"):
         enc(np.ones((1, 257), dtype=np.int64))
@@ -256,9 +208,7 @@ def test_bf16_int8_close_to_fp32(saved, dtype, floor):
             a, b = np.asarray(got[key]), np.asarray(ref[key])
             if key == "last_hidden_state":
                 a, b = a[real], b[real]
-            cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
-            assert cos.min() >= floor, f"{name} {dtype} {key}: min cosine {cos.min():.6f}"
-            assert max_diff(a, b) > 1e-5, f"{name} {dtype} {key}: identical to fp32, the dtype did not apply"
+            assert_low_precision_close(a, b, floor, f"{name} {dtype} {key}")
 
 
 GRAD_REL = 1e-4
@@ -287,31 +237,18 @@ def test_every_parameter_gradient_matches_torch_autograd(saved, name, side, tmp_
     out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
     has_logits = reference_logits(out) is not None
     target = reference_logits(out) if has_logits else out.last_hidden_state
-    r = np.random.default_rng(4).standard_normal(tuple(target.shape)).astype(np.float32)
-    if target.dim() == 3:
-        r[~real] = 0  # padded positions: nothing reads them
-    (target * torch.from_numpy(r)).sum().backward()
+    r = backward_through_reference(target, real)
     params.zero_grad()
     res = enc(ids, mask, return_dict=True)
-    got = res["logits"] if has_logits else res["last_hidden_state"]
-    assert abs(float((np.asarray(got) * r).sum()) - float((target.detach().numpy() * r).sum())) <= \
-        GRAD_REL * float(np.abs(target.detach().numpy() * r).sum())
+    assert_loss_close(res["logits"] if has_logits else res["last_hidden_state"], target, r, GRAD_REL)
     if has_logits:
         enc.backward(d_logits=r)
     else:
         enc.backward(d_last_hidden_state=r)
-    hf = dict(ref.named_parameters())
-    covered = set()
-    for n, g in params.grads().items():
-        base = "transformer." if name == "qa" else "model."
-        hf_name = base + n if has_logits and not n.startswith(("score.", "qa_outputs.")) else n
-        covered.add(hf_name)
-        want = hf[hf_name].grad.numpy()
-        assert g.shape == want.shape, n
-        assert np.abs(want).max() > 0, f"{name} {n}: reference gradient is zero - the test would not see a wrong one"
-        d = float(np.abs(g - want).max() / np.abs(want).max())
-        assert d <= GRAD_REL, f"{name} {n}: gradient rel diff {d:.2e}"
-    assert covered == set(hf), f"not compared: {sorted(set(hf) - covered)}"
+    base = "transformer." if name == "qa" else "model."
+    assert_every_gradient_matches(
+        params.grads(), dict(ref.named_parameters()),
+        lambda n: base + n if has_logits and not n.startswith(("score.", "qa_outputs.")) else n, GRAD_REL, name)
 
 
 def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved):
@@ -320,24 +257,7 @@ def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved):
     path, model = saved["seqcls"]
     ids, mask = batch(model.config, LENGTHS, seed=13)
     r = np.random.default_rng(2).standard_normal((len(LENGTHS), model.config.num_labels)).astype(np.float32)
-    runs = []
-    for checkpointing in [False, True]:
-        enc = encore.AutoModel.load(path).train()
-        enc.set_dropout(0.2)
-        enc.gradient_checkpointing = checkpointing
-        params = enc.parameters_module()
-        params.zero_grad()
-        encore.manual_seed(123)
-        logits = np.asarray(enc(ids, mask, return_dict=True)["logits"])
-        enc.backward(d_logits=r)
-        runs.append((logits, {n: np.array(g) for n, g in params.grads().items()}))
-    (l0, g0), (l1, g1) = runs
-    np.testing.assert_array_equal(l0, l1)
-    assert g0.keys() == g1.keys() == encore.AutoModel.load(path).parameters_module().state_dict().keys()
-    for n in g0:
-        np.testing.assert_array_equal(g0[n], g1[n], err_msg=n)
-    plain = np.asarray(encore.AutoModel.load(path)(ids, mask, return_dict=True)["logits"])
-    assert max_diff(l0, plain) > 1e-3
+    assert_checkpointing_is_bitwise(path, (ids, mask), "logits", r)
 
 
 def test_export_and_added_head_load_into_transformers(saved):
@@ -412,7 +332,7 @@ def st_dir(tmp_path_factory):
     torch.manual_seed(17)
     cfg = T.Qwen3Config(**dict(SMALL, vocab_size=vocab, pad_token_id=None, bos_token_id=eos, eos_token_id=eos),
                         attn_implementation="eager")
-    perturb(T.Qwen3Model(cfg).eval()).save_pretrained(root / "hf", safe_serialization=True)
+    perturbed(T.Qwen3Model(cfg)).save_pretrained(root / "hf", safe_serialization=True)
     st = SentenceTransformer(modules=[Transformer(str(root / "hf"), max_seq_length=64),
                                       Pooling(64, pooling_mode="lasttoken"), Normalize()],
                              prompts={"query": QUERY_PROMPT, "document": ""}, device="cpu")
@@ -483,7 +403,7 @@ def test_causal_lm_checkpoint_loads_as_its_base_model(tmp_path, tied):
     from safetensors.numpy import load_file
     torch.manual_seed(41)
     cfg = T.Qwen3Config(**SMALL, tie_word_embeddings=tied, attn_implementation="eager")
-    model = perturb(T.Qwen3ForCausalLM(cfg).eval())
+    model = perturbed(T.Qwen3ForCausalLM(cfg))
     model.save_pretrained(tmp_path, safe_serialization=True)
     assert ("lm_head.weight" in load_file(str(tmp_path / "model.safetensors"))) == (not tied)
     with warnings.catch_warnings(record=True) as caught:

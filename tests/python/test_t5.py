@@ -25,6 +25,10 @@ import torch
 import transformers as T
 
 import encore
+from conftest import (assert_attentions_match, assert_checkpointing_is_bitwise, assert_every_gradient_matches,
+                      assert_load_refused, assert_loss_close, assert_low_precision_close, assert_missing_weight_named,
+                      backward_through_reference, max_diff, padded_batch, perturbed, save_random_checkpoints,
+                      write_config)
 
 TOL = 1e-5
 
@@ -47,24 +51,11 @@ CASES = [
 BY_NAME = {c[0]: c for c in CASES}
 
 
-def perturbed(model):
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    return model.eval()
-
-
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     """name -> (directory, torch model in eval mode)."""
-    out = {}
-    for i, (name, cfg_cls, kwargs, cls) in enumerate(CASES):
-        torch.manual_seed(300 + i)
-        model = perturbed(cls(cfg_cls(**kwargs, attn_implementation="eager")))
-        d = tmp_path_factory.mktemp(name)
-        model.save_pretrained(d, safe_serialization=True)
-        out[name] = (str(d), model)
-    return out
+    return save_random_checkpoints(tmp_path_factory, CASES,
+                                   lambda case: case[3](case[1](**case[2], attn_implementation="eager")), seed=300)
 
 
 def encoder_of(model):
@@ -72,17 +63,7 @@ def encoder_of(model):
 
 
 def batch(cfg, lengths, seed):
-    rng = np.random.default_rng(seed)
-    ids = np.full((len(lengths), max(lengths)), cfg.pad_token_id, dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for b, n in enumerate(lengths):
-        ids[b, :n] = rng.integers(2, cfg.vocab_size, n)
-        mask[b, :n] = 1
-    return ids, mask
-
-
-def max_diff(a, b):
-    return float(np.abs(np.asarray(a) - np.asarray(b)).max())
+    return padded_batch(lengths, cfg.vocab_size, cfg.pad_token_id, seed, first_id=2)
 
 
 @pytest.mark.parametrize("skip_padding", [False, True], ids=["padded", "padding-free"])
@@ -123,13 +104,7 @@ def test_attentions_and_sequence_alone(saved):
     with torch.no_grad():
         ref = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), output_attentions=True)
     got = enc(ids, mask, output_attentions=True)
-    assert len(got["attentions"]) == len(ref.attentions) == model.config.num_layers
-    real = mask.astype(bool)
-    for i, (a, b) in enumerate(zip(got["attentions"], ref.attentions)):
-        a, b = np.asarray(a), b.numpy()
-        assert a.shape == b.shape
-        for s in range(a.shape[0]):
-            assert max_diff(a[s][:, real[s]], b[s][:, real[s]]) <= TOL, f"layer {i} sequence {s}"
+    assert_attentions_match(got["attentions"], ref.attentions, mask.astype(bool), model.config.num_layers, TOL)
     together = enc(ids, mask)
     for b, n in enumerate([15, 6]):
         assert max_diff(enc(ids[b:b + 1, :n])[0], together[b, :n]) <= TOL
@@ -140,18 +115,6 @@ SENSITIVITY = [  # each config rule moves the output far beyond the tolerance, s
     ("max-distance", dict(relative_attention_max_distance=10)),
     ("epsilon", dict(layer_norm_epsilon=0.3)),
 ]
-
-
-def write_config(src: str, dst: pathlib.Path, **changes) -> str:
-    shutil.copytree(src, dst)
-    cfg = json.loads((dst / "config.json").read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    (dst / "config.json").write_text(json.dumps(cfg))
-    return str(dst)
 
 
 @pytest.mark.parametrize("changes", [c[1] for c in SENSITIVITY], ids=[c[0] for c in SENSITIVITY])
@@ -184,20 +147,11 @@ ERRORS = [
 
 @pytest.mark.parametrize("changes,message", [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_unsupported_config_is_refused(saved, tmp_path, changes, message):
-    path = write_config(saved["relu"][0], tmp_path / "m", **changes)
-    with pytest.raises(encore.Error, match=message) as e:
-        encore.AutoModel.load(path)
-    assert "config.json" in str(e.value)
+    assert_load_refused(write_config(saved["relu"][0], tmp_path / "m", **changes), message, names="config.json")
 
 
 def test_missing_weight_and_bad_inputs(saved, tmp_path):
-    from safetensors.numpy import load_file, save_file
-    path = write_config(saved["relu"][0], tmp_path / "m")
-    weights = load_file(f"{path}/model.safetensors")
-    del weights["encoder.block.2.layer.1.DenseReluDense.wo.weight"]
-    save_file(weights, f"{path}/model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(encore.Error, match="encoder.block.2.layer.1.DenseReluDense.wo.weight"):
-        encore.AutoModel.load(path)
+    assert_missing_weight_named(saved["relu"][0], tmp_path / "m", "encoder.block.2.layer.1.DenseReluDense.wo.weight")
     enc = encore.AutoModel.load(saved["relu"][0])
     with pytest.raises(encore.Error, match="input_ids"):
         enc(np.full((1, 4), 120, dtype=np.int64))  # vocab_size 120
@@ -217,9 +171,7 @@ def test_bf16_int8_close_to_fp32(saved, dtype, floor):
         real = mask.astype(bool)
         a = np.asarray(encore.AutoModel.load(path, dtype=dtype)(ids, mask))[real]
         b = np.asarray(encore.AutoModel.load(path)(ids, mask))[real]
-        cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
-        assert cos.min() >= floor, f"{name} {dtype}: min cosine {cos.min():.6f}"
-        assert max_diff(a, b) > 1e-5, f"{name} {dtype}: identical to fp32, the dtype did not apply"
+        assert_low_precision_close(a, b, floor, f"{name} {dtype}")
 
 
 GRAD_REL = 1e-4
@@ -246,24 +198,12 @@ def test_every_parameter_gradient_matches_torch_autograd(saved, name, _torch_gra
     ids, mask = batch(ref.config, LENGTHS, seed=21)
     real = mask.astype(bool)
     out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
-    r = np.random.default_rng(4).standard_normal(tuple(out.shape)).astype(np.float32)
-    r[~real] = 0
-    (out * torch.from_numpy(r)).sum().backward()
+    r = backward_through_reference(out, real)
     params.zero_grad()
-    got = np.asarray(enc(ids, mask, return_dict=True)["last_hidden_state"])
-    want = out.detach().numpy()
-    assert abs(float((got * r).sum()) - float((want * r).sum())) <= GRAD_REL * float(np.abs(want * r).sum())
+    assert_loss_close(enc(ids, mask, return_dict=True)["last_hidden_state"], out, r, GRAD_REL)
     enc.backward(d_last_hidden_state=r)
     hf = {n: p for n, p in ref.named_parameters() if n != "lm_head.weight"}  # mT5's untied head: not the encoder
-    covered = set()
-    for n, g in params.grads().items():
-        covered.add(n)
-        w = hf[n].grad.numpy()
-        assert g.shape == w.shape, n
-        assert np.abs(w).max() > 0, f"{name} {n}: reference gradient is zero - the test would not see a wrong one"
-        d = float(np.abs(g - w).max() / np.abs(w).max())
-        assert d <= GRAD_REL, f"{name} {n}: gradient rel diff {d:.2e}"
-    assert covered == set(hf), f"not compared: {sorted(set(hf) ^ covered)}"
+    assert_every_gradient_matches(params.grads(), hf, lambda n: n, GRAD_REL, name)
 
 
 def test_gradient_checkpointing_and_dropout(saved):
@@ -272,23 +212,7 @@ def test_gradient_checkpointing_and_dropout(saved):
     path, model = saved["gated-gelu"]
     ids, mask = batch(model.config, LENGTHS, seed=13)
     r = np.random.default_rng(2).standard_normal((len(LENGTHS), max(LENGTHS), model.config.d_model)).astype(np.float32)
-    runs = []
-    for checkpointing in [False, True]:
-        enc = encore.AutoModel.load(path).train()
-        enc.set_dropout(0.2)
-        enc.gradient_checkpointing = checkpointing
-        params = enc.parameters_module()
-        params.zero_grad()
-        encore.manual_seed(123)
-        out = np.asarray(enc(ids, mask, return_dict=True)["last_hidden_state"])
-        enc.backward(d_last_hidden_state=r)
-        runs.append((out, {n: np.array(g) for n, g in params.grads().items()}))
-    (o0, g0), (o1, g1) = runs
-    np.testing.assert_array_equal(o0, o1)
-    assert g0.keys() == g1.keys()
-    for n in g0:
-        np.testing.assert_array_equal(g0[n], g1[n], err_msg=n)
-    assert max_diff(o0, encore.AutoModel.load(path)(ids, mask)) > 1e-3
+    assert_checkpointing_is_bitwise(path, (ids, mask), "last_hidden_state", r)
 
 
 @pytest.mark.parametrize("name", ["gated-gelu", "full-t5"])
@@ -503,20 +427,13 @@ def test_token_classification_matches_transformers(tmp_path, _torch_grad):
     params = train.parameters_module()
     params.zero_grad()
     out = ref(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits
-    r = np.random.default_rng(5).standard_normal(tuple(out.shape)).astype(np.float32)
-    r[~real] = 0
-    (out * torch.from_numpy(r)).sum().backward()
+    r = backward_through_reference(out, real, seed=5)
     logits = np.asarray(train(ids, mask, return_dict=True)["logits"])
     assert max_diff(logits, out.detach().numpy()) <= ltol
     train.backward(d_logits=r)
-    hf = dict(ref.named_parameters())
-    grads = params.grads()
-    names = {("" if n.startswith("classifier.") else "transformer.") + n: g for n, g in grads.items()}
-    assert set(names) == set(hf), sorted(set(names) ^ set(hf))
-    for n, g in names.items():
-        w = hf[n].grad.numpy()
-        assert np.abs(w).max() > 0, n
-        assert float(np.abs(g - w).max() / np.abs(w).max()) <= GRAD_REL, n
+    assert_every_gradient_matches(params.grads(), dict(ref.named_parameters()),
+                                  lambda n: n if n.startswith("classifier.") else "transformer." + n, GRAD_REL,
+                                  "token classification")
     arch, tensors = enc.export_hf()
     assert arch == "T5ForTokenClassification"
     back = T.T5ForTokenClassification(cfg).eval()
