@@ -266,11 +266,13 @@ def test_every_parameter_gradient_matches_torch_autograd(name, tmp_path, _torch_
     print(f"{name}: worst gradient rel diff {worst:.2e}")
 
 
-def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved):
+@pytest.mark.parametrize("name", ["seqcls", "conv-seqcls"])
+def test_gradient_checkpointing_and_dropout_give_the_same_gradients(saved, name):
     """Dropout 0.2 at every site (embeddings, relative embeddings, attention probabilities and output, FFN,
-    pooler, classifier): the same seed gives bitwise the same logits and gradients with and without gradient
+    the ConvLayer after layer 0 (conv-seqcls: a step between layers, not re-run by checkpointing), pooler,
+    classifier): the same seed gives bitwise the same logits and gradients with and without gradient
     checkpointing; and dropout does act (different logits from eval)."""
-    path, model = saved["seqcls"]
+    path, model = saved[name]
     ids, mask, types = batch(model.config, LENGTHS, seed=13)
     r = np.random.default_rng(2).standard_normal((len(LENGTHS), model.config.num_labels)).astype(np.float32)
     assert_checkpointing_is_bitwise(path, (ids, mask, types), "logits", r)
