@@ -70,11 +70,31 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
     longest_chunk = std::max(longest_chunk, chunk[b]);
     first_task[b + 1] = first_task[b] + H * ((seqs[b].T + chunk[b] - 1) / chunk[b]);
   }
+  // A task costs about queries x keys. Sequences of a batch can differ in length (a server's batches mix them,
+  // longest first), so the tasks are split between threads by cost, not by count: an even count gave the thread
+  // with the long sequences most of the work. Part p of `parts` takes the tasks whose cost prefix starts in
+  // [p, p + 1) x total / parts.
+  const int64_t tasks = first_task.back();
+  std::vector<double> cost_before(tasks + 1, 0.0);  // cost of tasks [0, t)
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    const int64_t chunks = (first_task[b + 1] - first_task[b]) / H;
+    for (int64_t local = 0; local < first_task[b + 1] - first_task[b]; ++local) {
+      const int64_t i0 = (local % std::max<int64_t>(chunks, 1)) * chunk[b];
+      const int64_t t = first_task[b] + local;
+      cost_before[t + 1] = cost_before[t] + static_cast<double>(std::min(chunk[b], seqs[b].T - i0)) * (seqs[b].S + 16);
+    }
+  }
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(runtime::num_threads(), tasks));
+  auto part_start = [&](int64_t p) {
+    if (p >= parts) return tasks;
+    const double target = cost_before[tasks] * static_cast<double>(p) / static_cast<double>(parts);
+    return static_cast<int64_t>(std::lower_bound(cost_before.begin(), cost_before.end(), target) - cost_before.begin());
+  };
   const auto& kt = kernels::kernels();
   const int64_t scratch_floats = kernels::attention_fused_scratch_floats(longest_chunk, Dk);
-  runtime::parallel_for(0, first_task.back(), 1, [&](int64_t t0, int64_t t1) {
+  runtime::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
     Tensor scratch = Tensor::empty({scratch_floats});
-    for (int64_t t = t0; t < t1; ++t) {
+    for (int64_t t = part_start(p0); t < part_start(p1); ++t) {
       const int64_t b = std::upper_bound(first_task.begin(), first_task.end(), t) - first_task.begin() - 1;
       const FusedSeq& sq = seqs[b];
       const int64_t chunks = (sq.T + chunk[b] - 1) / chunk[b], local = t - first_task[b];
