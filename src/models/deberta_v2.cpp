@@ -428,7 +428,7 @@ struct DisentangledSelfAttention : nn::Module {
 // DebertaV2Layer: Post-LN as BERT, with the disentangled attention.
 //   h   = LayerNorm1(dense1(attention(x)) + x)          attention.output.{dense, LayerNorm}
 //   out = LayerNorm2(dense3(act(dense2(h))) + h)        intermediate.dense, output.{dense, LayerNorm}
-struct DebertaV2Layer : nn::Module {
+struct DebertaV2Layer : nn::Module, nn::AnnouncedLayer {  // layer_stack_backward announces it
   DisentangledSelfAttention attention;   // attention.self
   nn::Linear attention_dense;            // attention.output.dense
   nn::LayerNorm attention_norm;          // attention.output.LayerNorm

@@ -8,7 +8,12 @@
 //   struct Saved { ... attn.probs ... };                                           // probs: the attention weights
 //   Tensor forward_train(Saved& sv, const Tensor& x, const Context& ctx) const;    // saves into sv (and its norms)
 //   Tensor backward(Saved& sv, const Tensor& dout, const Context& ctx);            // dx; accumulates its gradients
-// and nn::Module's clear_saved(). Example (a family's forward and backward):
+// and nn::Module's clear_saved(), and derives from nn::AnnouncedLayer beside nn::Module. After layer i's backward
+// its gradients are final (each layer runs once), so the stack announces it to the gradient-ready hook (data-
+// parallel training starts its allreduce then). So a layer's parameters get no gradient after its backward, except
+// embedding tables (data-parallel training sums those after backward): T5's relative-attention table in block 0
+// and DeBERTa's rel_embeddings (outside the layers) take theirs when the stack is done.
+// Example (a family's forward and backward):
 //   x = run_layer_stack(layers, x, ctx, StackRecorder{opt, packed, out}, training ? &sv->stack : nullptr,
 //                       gradient_checkpointing);
 //   d = layer_stack_backward(sv->stack, layers, d, sv->ctx);
@@ -95,6 +100,7 @@ Tensor layer_stack_backward(LayerStackSaved<Layer>& saved, std::vector<Layer>& l
         before_layer(i, dout);
         Tensor dx = layers[i].backward(saved.layers[i], dout, ctx);
         saved.layers[i] = {};
+        nn::detail::gradients_ready(layers[i]);  // its gradients are final (layers are not shared here)
         return dx;
       });
 }

@@ -338,7 +338,7 @@ struct ModernBertMLP : nn::Module {
   void members(nn::Members& m) override { m.children({{"Wi", Wi}, {"Wo", Wo}}); }
 };
 
-struct ModernBertEncoderLayer : nn::Module {
+struct ModernBertEncoderLayer : nn::Module, nn::AnnouncedLayer {  // layer_stack_backward announces it
   std::optional<nn::LayerNorm> attn_norm;  // none on layer 0 (transformers: nn.Identity)
   ModernBertAttention attn;
   nn::LayerNorm mlp_norm;

@@ -301,7 +301,7 @@ struct Qwen3MLP : nn::Module {
   void drop_own() override { gate_up.reset(); }
 };
 
-struct Qwen3DecoderLayer : nn::Module {
+struct Qwen3DecoderLayer : nn::Module, nn::AnnouncedLayer {  // layer_stack_backward announces it
   nn::RMSNorm input_layernorm, post_attention_layernorm;
   Qwen3Attention self_attn;
   Qwen3MLP mlp;

@@ -238,7 +238,7 @@ struct T5DenseReluDense : nn::Module {
 
 // T5Block: layer.0 = T5LayerSelfAttention (layer_norm, SelfAttention), layer.1 = T5LayerFF (layer_norm,
 // DenseReluDense); each residual adds dropout(sublayer(layer_norm(x))).
-struct T5Block : nn::Module {
+struct T5Block : nn::Module, nn::AnnouncedLayer {  // layer_stack_backward announces it
   nn::RMSNorm attn_norm;  // layer.0.layer_norm
   T5Attention attn;       // layer.0.SelfAttention
   nn::RMSNorm ff_norm;    // layer.1.layer_norm

@@ -18,6 +18,14 @@
 
 namespace encore::nn {
 
+// Marks a layer type (beside nn::Module) whose stack announces it to the gradient-ready hook after its backward
+// (models/layer_stack.hpp does, for the model files' own layers; nn::TransformerEncoderLayer is announced by
+// detail::layer_stack_backward without the mark). Data-parallel training lays out its gradient buckets from the
+// announced layers (train/data_parallel.hpp).
+struct AnnouncedLayer {
+  virtual ~AnnouncedLayer() = default;
+};
+
 // What a training forward of a layer stack keeps besides the layers' own saved state.
 struct LayerStackTape {
   std::vector<uint64_t> seeds;  // layer i's dropout stream

@@ -21,11 +21,15 @@ void broadcast_parameters(nn::Module& module, Collective& comm);
 //     backward(...); }                                            // layers announce their final gradients
 //   reducer.finish();                                             // the rest, then wait; gradients hold the sums
 //
-// Buckets: every parameter, in the order backward finishes them - the encoder layers' (nn::TransformerEncoderLayer
-// below the module, which the layer stacks announce) last layer first, then the rest (heads, pooler, embeddings,
-// final only when backward returns) in reverse registration order - packed into persistent buffers of about
-// bucket_bytes (a larger tensor alone). A model whose layers are not TransformerEncoderLayers gets every bucket
-// after backward (correct, not overlapped).
+// Buckets: every parameter, in the order backward finishes them - the layers' (the modules below the model that
+// the layer stacks announce: nn::TransformerEncoderLayer and the families' own nn::AnnouncedLayer types) last
+// layer first, then the rest (heads, pooler, norms, final only when backward returns) in reverse
+// registration order - packed into persistent buffers of about bucket_bytes (a larger tensor alone). A model with
+// no announced layers gets every bucket after backward (correct, not overlapped).
+// Embedding tables (nn::Embedding, e.g. a 30,522 x 384 word table: half of MiniLM's gradient) are summed by rows
+// instead: a step touches the rows of its tokens only, so after backward the ranks agree on the rows that hold a
+// nonzero bit on any rank (a flag allreduce) and sum those rows alone; every other row is +0 on every rank, which
+// is its sum. A table whose gradient is dense (tied to an output head) just sends every row.
 // A bucket's allreduce starts when all its gradients are final, buckets strictly in index order, so every rank
 // starts the same collectives in the same order whatever its timing. The values summed are the gradients
 // backward produced, whenever they are packed, so the result is bitwise the one of an allreduce after backward.
@@ -43,12 +47,29 @@ class GradientAllreducer {
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
   // Of the last finished step: how many buckets started inside backward (before finish()).
   int64_t started_in_backward() const { return started_in_backward_; }
+  // Since construction: seconds spent in the hooks (packing, starting buckets during backward), in finish()
+  // waiting for the collectives, and in finish() otherwise (packing, flags, unpacking); rows of embedding tables
+  // sent and rows they hold (all steps).
+  struct Totals {
+    double in_backward = 0, waiting = 0, after_backward = 0;
+    int64_t table_rows_sent = 0, table_rows = 0;
+  };
+  const Totals& totals() const { return totals_; }
+  // Of the last finished step: seconds spent in the hooks (inside backward).
+  double last_in_backward() const { return last_in_backward_; }
 
  private:
   struct Bucket {
     size_t first, last;  // positions [first, last) of grads_
     std::vector<float> buf;
     size_t pending = 0;  // gradients not final yet this step
+  };
+  struct Table {  // an embedding table's gradient, summed by rows (see above)
+    nn::ParamRef ref;
+    int64_t rows, cols;
+    size_t first_flag;  // its row flags' position in the flag vector
+    std::vector<float> buf;
+    std::vector<int64_t> sent;  // the rows summed this step
   };
   void gradients_ready(nn::Module& module);
   void mark_ready(size_t pos);
@@ -61,10 +82,13 @@ class GradientAllreducer {
   std::vector<Bucket> buckets_;
   std::vector<bool> ready_;
   std::vector<double> reached_;  // 1 where this rank's backward produced the gradient
+  std::vector<Table> tables_;
+  std::vector<double> flags_;  // reached_, then per table: reached, then one flag per row (1: a nonzero bit here)
   size_t next_ = 0;               // the next bucket to start
   bool in_step_ = false;
   int64_t started_in_backward_ = 0;
-  double seconds_ = 0;
+  double seconds_ = 0, last_in_backward_ = 0;
+  Totals totals_;
 };
 
 }  // namespace encore::train

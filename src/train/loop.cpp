@@ -280,6 +280,10 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
   if (world > 1) reducer.emplace(params, *comm, cfg.bucket_bytes);
   const char* verbose_env = std::getenv("ENCORE_VERBOSE");
   const bool verbose = verbose_env && std::string(verbose_env) == "1";
+  double compute_seconds = 0, update_seconds = 0;  // this rank's forward+backward and clip+AdamW (verbose)
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
 
   std::ofstream log;
   if (!cfg.log_csv.empty() && leader) {
@@ -328,6 +332,7 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
     int64_t tokens = 0;
     const int64_t first_micro = rank * cfg.grad_accum;
     const int64_t last_micro = std::min(micro_batches, first_micro + cfg.grad_accum);
+    const auto compute_start = std::chrono::steady_clock::now();
     for (int64_t micro = first_micro; micro < last_micro; ++micro) {
       const int64_t s = st.pos + micro * cfg.batch_size;
       nn::manual_seed(mix64(cfg.seed ^ mix64(static_cast<uint64_t>(st.step * cfg.grad_accum * world + micro))));  // dropout
@@ -339,8 +344,11 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
       sums[0] += weight * task.train_micro_batch(idx, weight, &tokens);
     }
     sums[1] = static_cast<double>(tokens);
+    compute_seconds += seconds_since(compute_start);
     if (reducer) {
-      report.allreduce_seconds += reducer->finish();
+      const double reduce = reducer->finish();
+      report.allreduce_seconds += reduce;
+      compute_seconds -= reducer->last_in_backward();  // the hooks ran inside backward
       comm->allreduce_sum(sums, 2, "allreduce of the step's loss");
       if (verbose)
         std::fprintf(stderr, "encore: train: rank %d: step %lld: %lld of %lld gradient buckets started during "
@@ -351,6 +359,7 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
     report.tokens += static_cast<int64_t>(sums[1]);
     report.examples_trained += end - st.pos;  // the step's examples, over every rank
     st.pos = end;
+    const auto update_start = std::chrono::steady_clock::now();
     const double norm = cfg.max_grad_norm > 0 ? clip_grad_norm(params, cfg.max_grad_norm) : std::nan("");
     // A non-finite loss (or gradient) would poison every weight at opt.step(): stop before it, so the model and
     // the last checkpoint written stay the last good ones.
@@ -362,6 +371,7 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
                                  : "; the last checkpoint in '" + cfg.output_dir + "' (if any) is the last good one",
           ". Lower --lr or check the data"));
     opt.step();
+    update_seconds += seconds_since(update_start);
     ++st.step;
     st.losses.push_back(loss);
     report.losses.push_back(loss);
@@ -385,6 +395,20 @@ TrainReport run_training(const TrainConfig& cfg, TrainTask& task, const Json& re
     }
     if (leader && !cfg.output_dir.empty() && (last || (cfg.save_every > 0 && st.step % cfg.save_every == 0))) save();
     report_progress({.phase = TrainProgress::Phase::train, .step = st.step, .loss = loss, .lr = lr});
+  }
+  if (verbose) {
+    // Where this rank's step time went; "waiting" includes waiting for a slower rank.
+    const int64_t steps = st.step - report.first_step;
+    std::string reduce;
+    if (reducer) {
+      const GradientAllreducer::Totals& t = reducer->totals();
+      reduce = detail::concat(", gradient allreduce ", t.in_backward + t.waiting + t.after_backward, " s (in backward ",
+                              t.in_backward, ", waiting ", t.waiting, ", packing and flags ", t.after_backward,
+                              "; embedding table rows summed ", t.table_rows ? 100.0 * t.table_rows_sent / t.table_rows : 0.0,
+                              "%)");
+    }
+    std::fprintf(stderr, "encore: train: rank %d: %lld steps: forward+backward %.3f s%s, clip+AdamW %.3f s\n", rank,
+                 static_cast<long long>(steps), compute_seconds, reduce.c_str(), update_seconds);
   }
   model.eval();
   if (!cfg.plot_svg.empty() && leader) io::write_file_atomic(cfg.plot_svg, plot());
