@@ -551,6 +551,7 @@ def overload(args):
     """Sustainable rate = closed-loop throughput at c=64 on mixed texts; then 5x that rate open-loop."""
     from transformers import AutoTokenizer
 
+    run = run_info()  # when it started
     mdir = model_dirs(["minilm"])["minilm"]
     texts, lengths = make_texts("mixed", 2000, AutoTokenizer.from_pretrained(mdir))
     s = start_encore(mdir, ["--max-concurrent-requests", str(args.max_concurrent)])
@@ -583,7 +584,7 @@ def overload(args):
                     b10 += int(line.split()[-1])
                 if 'le="+Inf"' in line:
                     total429 += int(line.split()[-1])
-        res = {"run": run_info(), "sustainable_texts_per_s": rate, "offered_per_s": rate * 5, "achieved_send_rate_per_s": achieved,
+        res = {"run": run, "sustainable_texts_per_s": rate, "offered_per_s": rate * 5, "achieved_send_rate_per_s": achieved,
                "seconds": args.seconds, "server_429_total": total429,
                "server_429_within_10ms": b10 / total429 if total429 else None,
                "codes": {str(k): v for k, v in codes.items()},
@@ -612,6 +613,7 @@ def allocator_cached_mb(port):
 def soak(args):
     from transformers import AutoTokenizer
 
+    run = run_info()  # when it started
     mdir = model_dirs(["minilm"])["minilm"]
     texts, lengths = make_texts("mixed", 2000, AutoTokenizer.from_pretrained(mdir))
     s = start_encore(mdir)
@@ -636,7 +638,7 @@ def soak(args):
             codes[r[1]] = codes.get(r[1], 0) + 1
         first = [m for t, m in rss if 20 <= t <= 60]
         last = [m for t, m in rss if t >= args.seconds - 40]
-        res = {"run": run_info(), "rate_per_s": rate * 0.7, "seconds": args.seconds, "codes": {str(k): v for k, v in codes.items()},
+        res = {"run": run, "rate_per_s": rate * 0.7, "seconds": args.seconds, "codes": {str(k): v for k, v in codes.items()},
                "rss_mb_20_60s": statistics.median(first) if first else None,
                "rss_mb_last_40s": statistics.median(last) if last else None,
                "p99_ms": pct([r[2] * 1e3 for r in recs if r[1] == 200], 0.99), **cpu}
