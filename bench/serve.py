@@ -162,8 +162,8 @@ class Proc:
         return total
 
     def pause(self, paused):
-        """SIGSTOP / SIGCONT: a server that is not being measured takes no CPU from the one that is (an idle
-        server is not always idle: see idle_cpu in compare)."""
+        """SIGSTOP / SIGCONT: a server that is not being measured runs nothing (timers, pollers, collectors)
+        while the other one is."""
         for pid in self.pids():
             try:
                 os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
@@ -442,9 +442,10 @@ def compare(args):
             except Exception as e:  # a peer that does not start is reported, not fatal
                 print(f"{name}: not available: {e}", flush=True)
                 results.setdefault("unavailable", {})[f"{mname}/{name}"] = str(e)[-2000:]
-        # Each server's CPU while it has no request (all of them running, after start-up): a server that uses
-        # CPU while idle slows down whichever server is measured beside it, so the servers not being measured are
-        # stopped (SIGSTOP) during every cell, the way the offline run has the machine to itself.
+        # Each server's CPU while it has no request (all of them running, after start-up), for the record; and
+        # during every cell the servers not being measured are stopped (SIGSTOP), so the one measured has the
+        # machine to itself as the offline run had (session 11: a run with both running gave both servers 28-43%
+        # less throughput than one with one at a time, but its offline figures were 21% lower too: not isolated).
         time.sleep(2)
         cpu0 = {name: s.cpu_seconds() for name, s in servers.items()}
         time.sleep(5)
