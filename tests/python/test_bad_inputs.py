@@ -331,6 +331,32 @@ MODEL_CASES += [
     ("dense-bias-string", add_dense({**DENSE_OK, "bias": "yes"}), 3, ["/bias"]),
     ("dense-activation-number", add_dense({**DENSE_OK, "activation_function": 7}), 3, ["/activation_function"]),
 ]
+# The tokenizer of a sentence-transformers directory is read on a thread of its own while the weights load: its
+# errors still come out as one clean error line (exit 3), and a broken model is reported before a broken tokenizer.
+MODEL_CASES += [
+    ("tokenizer-not-json", write("tokenizer.json", "{"), 3, ["tokenizer.json", "not valid JSON"]),
+    ("tokenizer-model-missing", tok(["model"], DELETE), 3, ["tokenizer.json", "model"]),
+    ("tokenizer-missing", lambda d: (remove("tokenizer.json")(d), remove("vocab.txt")(d)), 3, ["tokenizer"]),
+]
+
+
+def test_model_error_comes_before_tokenizer_error(good_model, tmp_path):
+    """config.json and tokenizer.json both broken: the CLI and Python name config.json (as when the two were read in
+    turn, the model first), never the tokenizer."""
+    d = tmp_path / "m"
+    shutil.copytree(good_model, d)
+    write("config.json", "{not json")(d)
+    write("tokenizer.json", "[1, 2]")(d)
+    code, err, _ = run_cli("embed", "hello", "--model", d)
+    check(code, err, 3, ["config.json", "not valid JSON"], "model and tokenizer broken")
+    assert "tokenizer" not in err, err
+    with pytest.raises(encore.ModelFormatError) as ei:
+        encore.SentenceEncoder(str(d))
+    assert "config.json" in str(ei.value) and "tokenizer" not in str(ei.value)
+    write("config.json", (good_model / "config.json").read_text())(d)  # only the tokenizer broken now
+    with pytest.raises(encore.Error) as ei:
+        encore.SentenceEncoder(str(d))
+    assert "tokenizer.json" in str(ei.value)
 
 
 def run_cli(*args, stdin=None, env=None, stdout=subprocess.PIPE):
