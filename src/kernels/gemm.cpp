@@ -13,6 +13,7 @@
 
 #include "oneapi/dnnl/dnnl.hpp"
 
+#include "core/weight_memory.hpp"
 #include "encore/error.hpp"
 #include "kernels/kernels.hpp"
 #include "kernels/onednn.hpp"
@@ -28,6 +29,16 @@ dnnl::engine& onednn_engine() {
 dnnl::stream& onednn_thread_stream() {
   thread_local dnnl::stream stream(onednn_engine());
   return stream;
+}
+
+PackedWeight reorder_weight(const dnnl::memory::desc& from, const void* weight, const dnnl::memory::desc& packed) {
+  PackedWeight out;
+  out.owner = core::allocate_weight_memory(packed.get_size());
+  out.memory = dnnl::memory(packed, onednn_engine(), out.owner.get());
+  dnnl::memory src(from, onednn_engine(), const_cast<void*>(weight));
+  dnnl::reorder(src, out.memory).execute(onednn_thread_stream(), src, out.memory);
+  onednn_thread_stream().wait();
+  return out;
 }
 
 namespace {
@@ -160,10 +171,7 @@ class OneDnnPackedLinear final : public PackedLinear {
     // weights descriptor (oneDNN's brgemm matmul picks its blocking from K, N and the ISA, not from M).
     auto pd = make_pd(128, Act::none, dnnl::memory::desc({K, N}, wdt_, tag::any));
     packed_desc_ = pd.weights_desc();
-    dnnl::memory src_w({{K, N}, dt::f32, tag::ba}, onednn_engine(), const_cast<float*>(weight));
-    packed_ = dnnl::memory(packed_desc_, onednn_engine());
-    dnnl::reorder(src_w, packed_).execute(onednn_thread_stream(), src_w, packed_);
-    onednn_thread_stream().wait();
+    packed_ = reorder_weight(dnnl::memory::desc({K, N}, dt::f32, tag::ba), weight, packed_desc_);
     if (bias) {
       bias_.assign(bias, bias + N);
     }
@@ -208,7 +216,7 @@ class OneDnnPackedLinear final : public PackedLinear {
       if (pad.size() < prim->scratchpad.get_size()) pad.resize(prim->scratchpad.get_size());
       dnnl::memory dst({{rows, N}, dt::f32, tag::ab}, eng, out + r0 * N);
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
-                                                 {DNNL_ARG_WEIGHTS, packed_},
+                                                 {DNNL_ARG_WEIGHTS, packed_.memory},
                                                  {DNNL_ARG_DST, dst},
                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(prim->scratchpad, eng, pad.data())}};
       if (!bias_.empty())
@@ -251,7 +259,7 @@ class OneDnnPackedLinear final : public PackedLinear {
 
   dnnl::memory::data_type wdt_;
   dnnl::memory::desc packed_desc_;
-  dnnl::memory packed_;
+  PackedWeight packed_;
   std::vector<float> bias_;
   mutable std::mutex mutex_;
   mutable std::unordered_map<int64_t, std::shared_ptr<const Primitive>> prims_;

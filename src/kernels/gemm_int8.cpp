@@ -380,10 +380,7 @@ class OneDnnInt8Linear final : public PackedLinear {
     // Packed layout resolved once with a representative M (as OneDnnPackedLinear: brgemm's blocking depends
     // on K, N and the ISA, not on M).
     packed_desc_ = make_pd(128, K, N, dnnl::memory::desc({K, N}, dt::s8, tag::any)).weights_desc();
-    dnnl::memory src_w({{K, N}, dt::s8, tag::ba}, onednn_engine(), const_cast<int8_t*>(qw.q.data()));
-    packed_ = dnnl::memory(packed_desc_, onednn_engine());
-    dnnl::reorder(src_w, packed_).execute(onednn_thread_stream(), src_w, packed_);
-    onednn_thread_stream().wait();
+    packed_ = reorder_weight(dnnl::memory::desc({K, N}, dt::s8, tag::ba), qw.q.data(), packed_desc_);
   }
 
   // One parallel region per call: each thread quantizes its share of the rows, runs the integer GEMM on them
@@ -421,7 +418,7 @@ class OneDnnInt8Linear final : public PackedLinear {
         dnnl::memory src({{rows, K}, dt::u8, tag::ab}, eng, q + r0 * K);
         dnnl::memory dst({{rows, N}, dt::s32, tag::ab}, eng, acc + r0 * N);
         dnnl::memory scratchpad(p->scratchpad, eng, pad);
-        p->matmul.execute(onednn_thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_},
+        p->matmul.execute(onednn_thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_.memory},
                                                    {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
         onednn_thread_stream().wait();
       });
@@ -479,7 +476,7 @@ class OneDnnInt8Linear final : public PackedLinear {
   std::vector<float> column_w_;   // (columns, N)
   std::vector<int8_t> plain_;  // reference mode only
   dnnl::memory::desc packed_desc_;
-  dnnl::memory packed_;
+  PackedWeight packed_;
   mutable std::mutex mutex_;
   // shared_ptr: the primitive a caller holds stays valid whatever the map does meanwhile
   mutable std::unordered_map<int64_t, std::shared_ptr<const Primitive>> prims_;

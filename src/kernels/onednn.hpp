@@ -2,6 +2,7 @@
 // (fp32/bf16 GEMMs in gemm.cpp, int8 GEMMs in gemm_int8.cpp). Defined in gemm.cpp.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -9,6 +10,14 @@ namespace encore::kernels {
 
 dnnl::engine& onednn_engine();         // created on first use; thread-safe (a function-local static)
 dnnl::stream& onednn_thread_stream();  // one per calling thread, on onednn_engine()
+
+// `weight` (in `from`'s layout) reordered into memory of layout `packed` allocated by core::allocate_weight_memory
+// (huge pages, populated up front: see core/weight_memory.hpp); `owner` keeps that memory alive.
+struct PackedWeight {
+  std::shared_ptr<void> owner;
+  dnnl::memory memory;
+};
+PackedWeight reorder_weight(const dnnl::memory::desc& from, const void* weight, const dnnl::memory::desc& packed);
 
 }  // namespace encore::kernels
 

@@ -1,0 +1,33 @@
+// Memory for weights prepared once at load (the GEMM library's packed layouts: f32, bf16, s8) and read by every
+// forward after.
+//
+//   std::shared_ptr<void> block = core::allocate_weight_memory(bytes);   // 4 KiB aligned, populated
+//   ... write the packed weight into block.get() ...                      // no page faults on the way
+//
+// Why: a model's packed weights are written once, right after allocation. Fresh 4 KiB pages cost a page fault
+// each on that first write: ~10,000 faults, about 25 ms, for all-MiniLM-L6-v2's 42 MB of encoder weights - the
+// largest part of loading it (bench/coldstart.py). Blocks are therefore carved from 2 MiB-aligned anonymous
+// mappings advised MADV_HUGEPAGE and populated in one call each (MADV_POPULATE_WRITE): ~20 huge pages instead,
+// and fewer TLB misses in the GEMMs that read them. Where the kernel refuses either advice (THP off, a kernel
+// before 5.14) the block still works, with ordinary pages faulted on first touch.
+//
+// Contract: blocks are bump-allocated from chunks of kWeightChunkBytes (a block over half of that gets a chunk of its
+// own); a chunk is unmapped when its last
+// block is released, so memory of a model's weights goes back to the system once the model and every block of
+// its chunk are gone (a chunk may hold the tail of one model and the head of the next). Thread-safe.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace encore::core {
+
+constexpr size_t kWeightChunkBytes = size_t{32} << 20;
+
+// A zero-filled block of at least `bytes` (4 KiB aligned; null for 0), released when the last copy of the pointer
+// goes. Throws std::bad_alloc when the system has no memory for it.
+std::shared_ptr<void> allocate_weight_memory(size_t bytes);
+
+// Bytes of the chunks currently mapped for weight blocks (what allocate_weight_memory holds from the system).
+size_t weight_memory_mapped_bytes();
+
+}  // namespace encore::core
