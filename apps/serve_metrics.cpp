@@ -107,12 +107,14 @@ std::string ServeMetrics::render(const serve::EngineStats& engine, int64_t in_fl
   out += "# HELP encore_queue_tokens Tokens waiting for the engine.\n# TYPE encore_queue_tokens gauge\n";
   out += "encore_queue_tokens " + std::to_string(engine.queued_tokens) + "\n";
   // The tensor allocator's cache (include/encore/tensor.hpp): freed blocks kept for reuse, bounded by
-  // ENCORE_ALLOCATOR_CACHE_MB; part of the resident memory that is not a leak.
+  // ENCORE_ALLOCATOR_CACHE_MB and returned when unused for ENCORE_ALLOCATOR_DECAY_MS; resident but not a leak.
   const AllocatorStats alloc = allocator_stats();
   out += "# HELP encore_allocator_cached_bytes Freed tensor storage kept for reuse (ENCORE_ALLOCATOR_CACHE_MB bounds it).\n";
   out += "# TYPE encore_allocator_cached_bytes gauge\nencore_allocator_cached_bytes " + std::to_string(alloc.cached_bytes) + "\n";
   out += "# HELP encore_allocator_system_bytes_total Bytes of tensor storage of 32 KiB or more taken from the system allocator.\n";
   out += "# TYPE encore_allocator_system_bytes_total counter\nencore_allocator_system_bytes_total " + std::to_string(alloc.system_bytes) + "\n";
+  out += "# HELP encore_allocator_decayed_blocks_total Cached blocks returned to the system after waiting unused longer than ENCORE_ALLOCATOR_DECAY_MS.\n";
+  out += "# TYPE encore_allocator_decayed_blocks_total counter\nencore_allocator_decayed_blocks_total " + std::to_string(alloc.decayed) + "\n";
   if (batch_init_) {
     out += "# HELP te_batch_next_tokens Real tokens per batch the engine ran (TEI's name).\n";
     out += "# TYPE te_batch_next_tokens histogram\n";

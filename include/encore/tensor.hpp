@@ -46,10 +46,14 @@ struct AllocatorStats {
   int64_t small_allocations = 0;   // smaller blocks, always passed to malloc (never cached)
   int64_t reused_allocations = 0;  // requests served from the cache
   int64_t evictions = 0;           // cached blocks returned to the system to stay within the limit
+  int64_t decayed = 0;             // cached blocks returned because no request took them within the decay time
   int64_t cached_bytes = 0;        // bytes held in free blocks now
 };
 AllocatorStats allocator_stats();
 void release_cached_memory();  // returns every cached block, and the C heap's free pages, to the system
+// Returns the cached blocks that no request took within ENCORE_ALLOCATOR_DECAY_MS (default 10 s). Allocations and
+// releases apply the same rule as they go; an idle process (a server between requests) calls this.
+void release_idle_cached_memory();
 
 class Storage;
 

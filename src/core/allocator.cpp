@@ -1,5 +1,7 @@
 #include "core/allocator.hpp"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #ifdef __GLIBC__
 #include <malloc.h>  // malloc_trim
@@ -10,6 +12,15 @@ namespace encore::core {
 
 namespace {
 size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Blocks of a cached class (>= kMinCachedBytes, so whole 4 KiB pages: the class step is then >= 4 KiB) are mapped
+// and unmapped here rather than by malloc, which would keep freed memory of its heap below its mmap threshold
+// (glibc raises that threshold, up to 32 MiB, every time such a block is freed).
+void* map_block(size_t size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+void unmap_block(void* p, size_t size) { munmap(p, size); }
 }  // namespace
 
 // Classes: below kMinCachedBytes, 64-byte multiples; above, 8 steps per power of two:
@@ -41,10 +52,13 @@ void* CachingAllocator::allocate(size_t bytes, size_t* capacity) {
       cached_bytes_ -= *capacity;
       ++stats_.reused_allocations;
       stats_.cached_bytes = static_cast<int64_t>(cached_bytes_);
+      evict_idle_locked();
       return p;
     }
+    evict_idle_locked();  // before mapping more: what has waited too long goes first
   }
-  void* p = std::aligned_alloc(64, size);
+  const bool mapped = !bypass_ && size >= kMinCachedBytes;
+  void* p = mapped ? map_block(size) : std::aligned_alloc(64, size);
   ENCORE_CHECK(p != nullptr, "out of memory allocating ", bytes, " bytes");
   std::lock_guard<std::mutex> lock(mutex_);
   if (size < kMinCachedBytes) {
@@ -58,21 +72,46 @@ void* CachingAllocator::allocate(size_t bytes, size_t* capacity) {
 
 void CachingAllocator::release(void* p, size_t capacity) {
   if (!p) return;
-  if (bypass_ || capacity < kMinCachedBytes || capacity > limit_) {
+  if (bypass_ || capacity < kMinCachedBytes) {
     std::free(p);
     return;
   }
+  if (capacity > limit_) {
+    unmap_block(p, capacity);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  while (cached_bytes_ + capacity > limit_) evict_oldest();
-  order_.push_front(Block{p, capacity});
+  evict_idle_locked();
+  while (cached_bytes_ + capacity > limit_) {
+    return_oldest_locked();
+    ++stats_.evictions;
+  }
+  order_.push_front(Block{p, capacity, now_()});
   classes_[capacity].push_back(order_.begin());
   cached_bytes_ += capacity;
   stats_.cached_bytes = static_cast<int64_t>(cached_bytes_);
 }
 
+void CachingAllocator::release_idle() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  evict_idle_locked();
+}
+
+void CachingAllocator::evict_idle_locked() {
+  if (decay_ < std::chrono::milliseconds::zero() || order_.empty()) return;
+  const Clock::time_point cutoff = now_() - decay_;
+  while (!order_.empty() && order_.back().cached_at <= cutoff) {
+    return_oldest_locked();
+    ++stats_.decayed;
+  }
+}
+
 void CachingAllocator::release_all() {
   std::lock_guard<std::mutex> lock(mutex_);
-  while (!order_.empty()) evict_oldest();
+  while (!order_.empty()) {
+    return_oldest_locked();
+    ++stats_.evictions;
+  }
 }
 
 AllocatorStats CachingAllocator::stats() {
@@ -80,7 +119,7 @@ AllocatorStats CachingAllocator::stats() {
   return stats_;
 }
 
-void CachingAllocator::evict_oldest() {
+void CachingAllocator::return_oldest_locked() {
   const Block b = order_.back();
   auto cls = classes_.find(b.size);
   cls->second.pop_front();
@@ -88,8 +127,7 @@ void CachingAllocator::evict_oldest() {
   order_.pop_back();
   cached_bytes_ -= b.size;
   stats_.cached_bytes = static_cast<int64_t>(cached_bytes_);
-  ++stats_.evictions;
-  std::free(b.ptr);
+  unmap_block(b.ptr, b.size);
 }
 
 namespace {
@@ -114,7 +152,14 @@ struct Global {
       if (*end == '\0' && v >= 0 && v < (1ll << 40)) limit = static_cast<size_t>(v) << 20;
       else error = std::string("ENCORE_ALLOCATOR_CACHE_MB must be a number of MiB >= 0, got '") + mb + "'";
     }
-    allocator = new CachingAllocator(limit, bypass);
+    std::chrono::milliseconds decay = kDefaultCacheDecay;
+    if (const char* ms = std::getenv("ENCORE_ALLOCATOR_DECAY_MS"); ms && *ms) {
+      char* end = nullptr;
+      const long long v = std::strtoll(ms, &end, 10);
+      if (*end == '\0' && v >= -1 && v < (1ll << 40)) decay = std::chrono::milliseconds(v);
+      else error = std::string("ENCORE_ALLOCATOR_DECAY_MS must be a number of milliseconds >= 0, or -1 for never, got '") + ms + "'";
+    }
+    allocator = new CachingAllocator(limit, bypass, decay);
   }
 };
 
@@ -137,6 +182,7 @@ void storage_release(void* p, size_t capacity) { global().allocator->release(p, 
 
 namespace encore {
 AllocatorStats allocator_stats() { return core::global().allocator->stats(); }
+void release_idle_cached_memory() { core::global().allocator->release_idle(); }
 void release_cached_memory() {
   core::global().allocator->release_all();
 #ifdef __GLIBC__

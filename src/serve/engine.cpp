@@ -10,6 +10,7 @@
 #include "encore/cross_encoder.hpp"
 #include "encore/error.hpp"
 #include "encore/runtime.hpp"
+#include "encore/tensor.hpp"
 
 namespace encore::serve {
 
@@ -117,7 +118,16 @@ void Engine::run() {
   // engine does not reach this one, so it is applied here too.
   set_num_threads(get_num_threads());
   const bool has_head = encoder_->model().info().head == "sequence_classification";
-  while (std::optional<Batch> batch = batcher_.next_batch()) {
+  // Between batches the engine wakes once a second: while the queue stays empty, activation blocks that no
+  // batch took within the allocator's decay time go back to the system (release_idle_cached_memory), so a
+  // server that ran one huge batch, or an overload, shrinks again once idle.
+  for (;;) {
+    std::optional<Batch> batch = batcher_.next_batch_for(std::chrono::seconds(1));
+    if (!batch) {
+      if (batcher_.closed() && batcher_.queued_sequences() == 0) break;
+      release_idle_cached_memory();
+      continue;
+    }
     const auto started = Clock::now();
     // The jobs of this batch's entries (cancelled ones are gone from jobs_: their entries are skipped).
     std::vector<std::shared_ptr<Job>> owners(batch->entries.size());

@@ -1,6 +1,8 @@
 // Tensor core: views, copies, memory accounting and error messages.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -318,6 +320,95 @@ TEST(Allocator, ConcurrentAllocateAndReleaseKeepTheBooks) {
   EXPECT_EQ(s.system_allocations + s.reused_allocations, 6000);
   EXPECT_LE(s.system_allocations, 3 * 9);  // at most one block per class per thread is ever live at once
   EXPECT_LE(s.cached_bytes, int64_t{16} << 20);
+}
+
+// ---- decay: cached blocks that no request takes within the decay time go back to the system ----
+
+namespace {
+// A clock the tests move by hand (the allocator reads it through a function pointer).
+std::chrono::steady_clock::time_point g_fake_now{};
+std::chrono::steady_clock::time_point fake_now() { return g_fake_now; }
+void advance_ms(int64_t ms) { g_fake_now += std::chrono::milliseconds(ms); }
+
+// Resident pages of this process, in bytes (/proc/self/statm's second field).
+int64_t resident_bytes() {
+  long pages_total = 0, pages_resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  const int n = std::fscanf(f, "%ld %ld", &pages_total, &pages_resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<int64_t>(pages_resident) * sysconf(_SC_PAGESIZE) : -1;
+}
+}  // namespace
+
+TEST(Allocator, BlocksUnusedForTheDecayTimeGoBackToTheSystem) {
+  using encore::core::CachingAllocator;
+  CachingAllocator a(size_t{64} << 20, false, std::chrono::milliseconds(10000), &fake_now);
+  size_t cap_a = 0, cap_b = 0, cap = 0;
+  void* pa = a.allocate(1000000, &cap_a);
+  void* pb = a.allocate(3000000, &cap_b);  // another class (more than twice pa's)
+  a.release(pa, cap_a);                    // t = 0
+  advance_ms(6000);
+  a.release(pb, cap_b);                    // t = 6 s
+  advance_ms(4000);                        // t = 10 s: pa has waited exactly the decay time
+  a.release_idle();
+  EXPECT_EQ(a.stats().decayed, 1);
+  EXPECT_EQ(a.stats().evictions, 0);
+  EXPECT_EQ(a.stats().cached_bytes, static_cast<int64_t>(cap_b));
+  // pb is taken and given back at t = 10 s: its wait starts again.
+  void* again = a.allocate(3000000, &cap);
+  EXPECT_EQ(again, pb);
+  a.release(again, cap);
+  advance_ms(9000);  // t = 19 s: pb waited 9 s
+  a.release_idle();
+  EXPECT_EQ(a.stats().decayed, 1);
+  EXPECT_EQ(a.stats().cached_bytes, static_cast<int64_t>(cap_b));
+  advance_ms(1000);  // t = 20 s; allocate applies the rule too, before it maps a fresh block for pa's class
+  void* pa2 = a.allocate(1000000, &cap);
+  EXPECT_EQ(a.stats().decayed, 2);
+  EXPECT_EQ(a.stats().cached_bytes, 0);
+  EXPECT_EQ(a.stats().system_allocations, 3);
+  a.release(pa2, cap);
+}
+
+TEST(Allocator, NeverDecayKeepsBlocksUntilTheLimitNeedsThem) {
+  encore::core::CachingAllocator a(size_t{64} << 20, false, encore::core::kNeverDecay, &fake_now);
+  size_t cap = 0;
+  void* p = a.allocate(1000000, &cap);
+  a.release(p, cap);
+  advance_ms(int64_t{1} << 40);
+  a.release_idle();
+  EXPECT_EQ(a.stats().decayed, 0);
+  EXPECT_EQ(a.allocate(1000000, &cap), p);
+  a.release(p, cap);
+}
+
+// Decayed blocks leave the process: the resident set shrinks by their size. As in a server that once freed a
+// large block, glibc's mmap threshold is first raised to 30 MiB (free() of a mapped chunk does that), so 8 MiB
+// blocks from malloc would come from its heap and stay resident after free() (48 MiB is below the 60 MiB its
+// trim threshold then is); the allocator maps its blocks itself, so unmapping returns them.
+TEST(Allocator, DecayedBlocksLeaveTheResidentSet) {
+  std::free(std::malloc(size_t{30} << 20));
+  encore::core::CachingAllocator a(size_t{1} << 30, false, std::chrono::milliseconds(1000), &fake_now);
+  const size_t bytes = size_t{8} << 20;
+  constexpr int kBlocks = 6;
+  std::vector<std::pair<char*, size_t>> blocks;
+  for (int i = 0; i < kBlocks; ++i) {
+    size_t cap = 0;
+    char* p = static_cast<char*>(a.allocate(bytes, &cap));
+    std::memset(p, 1, bytes);  // resident now
+    blocks.emplace_back(p, cap);
+  }
+  for (auto& [p, cap] : blocks) a.release(p, cap);
+  const int64_t with_blocks = resident_bytes();
+  advance_ms(1000);
+  a.release_idle();
+  const int64_t without_blocks = resident_bytes();
+  ASSERT_GT(with_blocks, 0);
+  EXPECT_EQ(a.stats().decayed, kBlocks);
+  // 48 MiB left; 8 MiB of margin for whatever else the process touched meanwhile (nothing, in practice).
+  EXPECT_GE(with_blocks - without_blocks, static_cast<int64_t>(kBlocks * bytes) - (int64_t{8} << 20))
+      << with_blocks << " -> " << without_blocks;
 }
 
 // Repeated inference on the same shapes: after the first calls, tensors come from the cache only, and the

@@ -44,9 +44,10 @@ MIN_COSINE_ST, MAX_ABS_ST = 0.99999, 1e-5
 class Server:
     """The server binary on 127.0.0.1:<ephemeral>; its JSON log lines are kept in .logs."""
 
-    def __init__(self, *args, model=MODEL):
+    def __init__(self, *args, model=MODEL, env=None):
         cmd = [str(BIN), "serve", "--model", model, "--hostname", "127.0.0.1", "--port", "0", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
         self.logs = []
         self.port = None
         ready = threading.Event()
@@ -232,12 +233,53 @@ def test_tokenize_decode_info_metrics(server, http):
     served = [l for l in text.splitlines() if l.startswith("encore_engine_tokens_total")]
     assert int(served[0].split()[1]) > 0
     # the allocator's cache of freed tensor storage (what of the RSS is kept for reuse): the warm-up's forward
-    # freed blocks of 32 KiB and more, so the gauge is positive and the counter of system bytes covers it
-    gauge = {l.split()[0]: float(l.split()[1]) for l in text.splitlines()
-             if l.startswith(("encore_allocator_cached_bytes ", "encore_allocator_system_bytes_total "))}
-    assert 0 < gauge["encore_allocator_cached_bytes"] <= gauge["encore_allocator_system_bytes_total"], gauge
+    # freed blocks of 32 KiB and more, so the gauge is positive (or, if the server sat idle past the decay time,
+    # blocks were returned) and the counter of system bytes covers it
+    gauge = allocator_gauges(text)
+    assert gauge["encore_allocator_cached_bytes"] <= gauge["encore_allocator_system_bytes_total"], gauge
+    assert gauge["encore_allocator_cached_bytes"] > 0 or gauge["encore_allocator_decayed_blocks_total"] > 0, gauge
     # one JSON object per log line, requests included
     assert any(rec.get("message") == "request" and rec.get("path") == "/embed" for rec in server.logs)
+
+
+def allocator_gauges(metrics_text):
+    names = ("encore_allocator_cached_bytes", "encore_allocator_system_bytes_total",
+             "encore_allocator_decayed_blocks_total")
+    return {l.split()[0]: float(l.split()[1]) for l in metrics_text.splitlines() if l.split(" ")[0] in names}
+
+
+def resident_mb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_idle_server_returns_activation_memory():
+    """After a large batch the server keeps its activation blocks for reuse; once idle past
+    ENCORE_ALLOCATOR_DECAY_MS (here 300 ms) they go back to the system: the cache gauge drops to 0, the decayed
+    counter counts them, and the resident set shrinks by at least half of what was cached (the rest of the
+    difference is allowed for malloc's own heap)."""
+    s = Server(env={"ENCORE_ALLOCATOR_DECAY_MS": "300"})
+    try:
+        with httpx.Client(base_url=s.url, timeout=60) as c:
+            long_texts = [" ".join(CORPUS[i:i + 12]) for i in range(32)]
+            assert c.post("/embed", json={"inputs": long_texts, "truncate": True}).status_code == 200
+            g0, rss0 = allocator_gauges(c.get("/metrics").text), resident_mb(s.proc.pid)
+            deadline = time.time() + 15
+            g = g0
+            while time.time() < deadline and g["encore_allocator_cached_bytes"] > 0:
+                time.sleep(0.25)
+                g = allocator_gauges(c.get("/metrics").text)
+            rss1 = resident_mb(s.proc.pid)
+            assert g["encore_allocator_cached_bytes"] == 0 and g["encore_allocator_decayed_blocks_total"] > 0, (g0, g)
+            if g0["encore_allocator_cached_bytes"] > 0:
+                assert rss0 - rss1 >= 0.5 * g0["encore_allocator_cached_bytes"] / 2**20, (rss0, rss1, g0)
+            # and the server still answers, mapping what it needs again
+            assert c.post("/embed", json={"inputs": long_texts[:4], "truncate": True}).status_code == 200
+    finally:
+        s.close()
+    assert s.proc.returncode == 0, s.logs[-5:]
 
 
 LONG = "word " * 600
