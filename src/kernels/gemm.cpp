@@ -1,5 +1,6 @@
 // GEMMs through oneDNN: linear layers as cached matmul primitives with bias and activation fused into the
 // epilogue (post-op), and strided row-major GEMM (attention's per-head products) through dnnl_sgemm.
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -155,26 +156,26 @@ const char* precision_name(Precision p) {
 
 namespace {
 
-// Cached per row-block size (a bounded set, onednn.hpp): the matmul primitive for (M, K, N, act) with weights in
-// the layout the primitive chose when weights were prepacked (format "any" resolved once, at creation, for a
-// representative M).
+// Cached per row-block size (a bounded set, onednn.hpp) and weight form: the matmul primitive for (M, K, N, act)
+// on the plain (N, K) weight (the lazy f32 path's first call, kernels.hpp) or on the packed one, in the layout
+// oneDNN chose for it (format "any" resolved once, when packing, for a representative M).
 class OneDnnPackedLinear final : public PackedLinear {
  public:
-  OneDnnPackedLinear(const float* weight, const float* bias, int64_t n, int64_t k, Precision p) {
+  OneDnnPackedLinear(const float* weight, const float* bias, int64_t n, int64_t k, Precision p, PlainWeight plain) {
     N = n;
     K = k;
     precision = p;
     using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
     wdt_ = p == Precision::bf16 ? dt::bf16 : dt::f32;
-    // Resolve the packed layout with a representative M; primitives for other M are created with the same
-    // weights descriptor (oneDNN's brgemm matmul picks its blocking from K, N and the ISA, not from M).
-    auto pd = make_pd(128, Act::none, dnnl::memory::desc({K, N}, wdt_, tag::any));
-    packed_desc_ = pd.weights_desc();
-    packed_ = reorder_weight(dnnl::memory::desc({K, N}, dt::f32, tag::ba), weight, packed_desc_);
-    if (bias) {
-      bias_.assign(bias, bias + N);
+    if (bias) bias_.assign(bias, bias + N);
+    if (plain.keep && p == Precision::f32) {
+      plain_weight_ = weight;
+      plain_ = std::move(plain);
+      packed_ready_.store(false, std::memory_order_relaxed);
+      return;
     }
+    pack(weight);
+    if (plain.after_pack) plain.after_pack();
   }
 
   // bf16: one parallel region per call, as the int8 linear does: each thread rounds its rows of the input to
@@ -184,18 +185,55 @@ class OneDnnPackedLinear final : public PackedLinear {
   void forward(float* out, const float* in, int64_t M, Act act) const override {
     if (M == 0) return;
     if (wdt_ != dnnl::memory::data_type::bf16) {
-      forward_rows(out, in, M, act);
+      if (!packed_ready_.load(std::memory_order_acquire)) {
+        if (std::shared_ptr<const void> keep = claim_plain_call(M)) {
+          forward_rows(out, in, M, act, true);  // keep holds the plain weight until this call is done
+          return;
+        }
+      }
+      forward_rows(out, in, M, act, false);
       return;
     }
     runtime::parallel_for(0, M, kRowsPerThread, [&](int64_t r0, int64_t r1) {
-      forward_rows(out + r0 * N, in + r0 * K, r1 - r0, act);
+      forward_rows(out + r0 * N, in + r0 * K, r1 - r0, act, false);
     });
   }
 
  private:
   static constexpr int64_t kRowsPerThread = 64;
 
-  void forward_rows(float* out, const float* in, int64_t M, Act act) const {
+  // Resolves the packed layout with a representative M; primitives for other M are created with the same weights
+  // descriptor (oneDNN's brgemm matmul picks its blocking from K, N and the ISA, not from M).
+  void pack(const float* weight) const {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    auto pd = make_pd(128, Act::none, dnnl::memory::desc({K, N}, wdt_, tag::any));
+    packed_desc_ = pd.weights_desc();
+    packed_ = reorder_weight(dnnl::memory::desc({K, N}, dt::f32, tag::ba), weight, packed_desc_);
+  }
+
+  // The lazy f32 path (kernels.hpp): a non-null result (the plain weight's keeper) lets this call of M rows run
+  // on the plain weight, the object's first call only; otherwise the packed copy exists when this returns.
+  std::shared_ptr<const void> claim_plain_call(int64_t M) const {
+    if (M <= kRowChunk && !first_call_claimed_.exchange(true)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (plain_.keep) return plain_.keep;
+    }
+    std::call_once(pack_once_, [this] {
+      pack(plain_weight_);
+      packed_ready_.store(true, std::memory_order_release);
+      PlainWeight done;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done = std::move(plain_);
+        plain_ = {};
+      }
+      if (done.after_pack) done.after_pack();
+    });
+    return nullptr;
+  }
+
+  void forward_rows(float* out, const float* in, int64_t M, Act act, bool plain) const {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     auto& eng = onednn_engine();
@@ -210,13 +248,13 @@ class OneDnnPackedLinear final : public PackedLinear {
     }
     // Primitives exist for a bounded set of row counts only (onednn.hpp, for_each_row_block).
     for_each_row_block(M, [&](int64_t r0, int64_t rows) {
-      const auto prim = get(rows, act);
+      const auto prim = get(rows, act, plain);
       dnnl::memory src = bf16 ? dnnl::memory({{rows, K}, dt::bf16, tag::ab}, eng, in_bf16.data() + r0 * K)
                               : dnnl::memory({{rows, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in + r0 * K));
       if (pad.size() < prim->scratchpad.get_size()) pad.resize(prim->scratchpad.get_size());
       dnnl::memory dst({{rows, N}, dt::f32, tag::ab}, eng, out + r0 * N);
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
-                                                 {DNNL_ARG_WEIGHTS, packed_.memory},
+                                                 {DNNL_ARG_WEIGHTS, plain ? plain_memory(eng) : packed_.memory},
                                                  {DNNL_ARG_DST, dst},
                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(prim->scratchpad, eng, pad.data())}};
       if (!bias_.empty())
@@ -246,21 +284,34 @@ class OneDnnPackedLinear final : public PackedLinear {
     dnnl::matmul matmul;
     dnnl::memory::desc scratchpad;
   };
-  std::shared_ptr<const Primitive> get(int64_t M, Act act) const {
+  dnnl::memory plain_memory(const dnnl::engine& eng) const {
+    using tag = dnnl::memory::format_tag;
+    return dnnl::memory({{K, N}, dnnl::memory::data_type::f32, tag::ba}, eng, const_cast<float*>(plain_weight_));
+  }
+  std::shared_ptr<const Primitive> get(int64_t M, Act act, bool plain) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    const int64_t key = M * 8 + static_cast<int64_t>(act);
+    const int64_t key = (M * 8 + static_cast<int64_t>(act)) * 2 + (plain ? 1 : 0);
     auto it = prims_.find(key);
     if (it != prims_.end()) return it->second;
-    auto pd = make_pd(M, act, packed_desc_);  // M from for_each_row_block's bounded set: the map stays small
+    // M from for_each_row_block's bounded set: the map stays small
+    auto pd = make_pd(M, act, plain ? dnnl::memory::desc({K, N}, dnnl::memory::data_type::f32,
+                                                         dnnl::memory::format_tag::ba)
+                                    : packed_desc_);
     auto p = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.scratchpad_desc()});
     prims_.emplace(key, p);
     return p;
   }
 
   dnnl::memory::data_type wdt_;
-  dnnl::memory::desc packed_desc_;
-  PackedWeight packed_;
+  // Set at creation, or once by the lazy path's packing (the object's only change after creation).
+  mutable dnnl::memory::desc packed_desc_;
+  mutable PackedWeight packed_;
   std::vector<float> bias_;
+  // The lazy f32 path: the plain weight and its keeper until packed (plain_ is cleared under mutex_ then).
+  const float* plain_weight_ = nullptr;
+  mutable PlainWeight plain_;
+  mutable std::atomic<bool> first_call_claimed_{false}, packed_ready_{true};
+  mutable std::once_flag pack_once_;
   mutable std::mutex mutex_;
   mutable std::unordered_map<int64_t, std::shared_ptr<const Primitive>> prims_;
 };
@@ -276,7 +327,7 @@ class EmulatedBf16Linear final : public PackedLinear {
     native = false;
     std::vector<float> rounded(static_cast<size_t>(N * K));
     for (int64_t i = 0; i < N * K; ++i) rounded[i] = bf16_round(weight[i]);
-    inner_ = std::make_unique<OneDnnPackedLinear>(rounded.data(), bias, N, K, Precision::f32);
+    inner_ = std::make_unique<OneDnnPackedLinear>(rounded.data(), bias, N, K, Precision::f32, PlainWeight{});
   }
   void forward(float* out, const float* in, int64_t M, Act act) const override { inner_->forward(out, in, M, act); }
 
@@ -287,12 +338,23 @@ class EmulatedBf16Linear final : public PackedLinear {
 }  // namespace
 
 std::shared_ptr<const PackedLinear> PackedLinear::create(const float* weight, const float* bias, int64_t N, int64_t K,
-                                                         Precision precision) {
+                                                         Precision precision, PlainWeight plain) {
   ENCORE_CHECK(N > 0 && K > 0, "PackedLinear: empty weight (", N, ", ", K, ")");
-  if (precision == Precision::int8) return create_int8_linear(weight, bias, N, K);  // gemm_int8.cpp
-  if (precision == Precision::bf16) {
+  // ENCORE_PACK=eager packs at creation as before the lazy path existed (to compare the two; read once).
+  static const bool eager = [] {
+    const char* v = std::getenv("ENCORE_PACK");
+    return v && std::string(v) == "eager";
+  }();
+  if (precision == Precision::f32) {
+    if (eager) plain.keep.reset();
+    return std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision, std::move(plain));  // runs after_pack
+  }
+  std::shared_ptr<const PackedLinear> out;
+  if (precision == Precision::int8) {
+    out = create_int8_linear(weight, bias, N, K);  // gemm_int8.cpp
+  } else {
     try {
-      return std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision);
+      out = std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision, PlainWeight{});
     } catch (const dnnl::error&) {
       static std::once_flag logged;
       std::call_once(logged, [] {
@@ -300,10 +362,11 @@ std::shared_ptr<const PackedLinear> PackedLinear::create(const float* weight, co
         if (v && std::string(v) == "1")
           std::fprintf(stderr, "encore: no native bf16 GEMM on this CPU: bf16-rounded weights with fp32 GEMMs\n");
       });
-      return std::make_shared<EmulatedBf16Linear>(weight, bias, N, K);
+      out = std::make_shared<EmulatedBf16Linear>(weight, bias, N, K);
     }
   }
-  return std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision);
+  if (plain.after_pack) plain.after_pack();  // bf16 and int8 are prepared at creation
+  return out;
 }
 
 }  // namespace encore::kernels

@@ -4,6 +4,7 @@
 // ENCORE_ISA={avx512,avx2,scalar}. Kernels never spawn threads: callers split rows across threads.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -147,11 +148,31 @@ const char* precision_name(Precision p);
 // layout and, for bf16, rounded to bfloat16 (the input is rounded per call; accumulation and output stay f32).
 // Where the CPU cannot run a bf16 GEMM, the bf16-rounded weight is kept in f32 and an f32 GEMM is used: the
 // same weights, slower. int8 quantizes the weight once and the input per call (see below: create_int8_linear).
-// Immutable after creation; forward() may run concurrently.
+// forward() may run concurrently; the numbers a call gives depend only on its input (not on earlier calls).
+//
+// When the weight is packed (create's `plain` argument; this is the one place that decides):
+// - f32 with plain.keep set ("lazy"): nothing is done at creation but copying the bias. The first forward() of
+//   at most kRowChunk rows (onednn.hpp) runs on the plain (N, K) weight where it lies (a oneDNN matmul reading it as the
+//   transposed (K, N), no copy kept); the packed copy is made once, thread-safely, by the first call after that,
+//   or by the first call itself if it has more rows (each row block would copy the plain weight again). One call
+//   on the plain weight costs a few µs more than on the packed one and the packing costs more than that, so a
+//   process that embeds once (`encore embed "hello"`) never packs, and one that serves packs on its second call.
+//   The two paths give bit-identical results: oneDNN's f32 matmul copies a plain weight into the same blocked
+//   layout per call (tests/cpp/test_kernels.cpp, LazyPackedLinear*). plain.keep holds the weight's memory until
+//   the packed copy exists; the weight must not change meanwhile (layers drop their prepared state before their
+//   weights change: Module::drop_prepared). plain.after_pack, if set, runs once after the packing (Linear gives
+//   a checkpoint's pages back to the OS there) and then keep is released.
+// - otherwise (no plain.keep, bf16, int8): packed at creation (then plain.after_pack runs, if set); `weight` may
+//   go as soon as create() returns.
+// ENCORE_PACK=eager packs every weight at creation (the lazy path off: to compare the two).
 class PackedLinear {
  public:
+  struct PlainWeight {
+    std::shared_ptr<const void> keep;  // keeps `weight` alive while the lazy f32 path may read it
+    std::function<void()> after_pack;  // optional; run once, after the packed copy is made (whenever that is)
+  };
   static std::shared_ptr<const PackedLinear> create(const float* weight, const float* bias, int64_t N, int64_t K,
-                                                    Precision precision);
+                                                    Precision precision, PlainWeight plain = {});
   virtual ~PackedLinear() = default;
   virtual void forward(float* out, const float* in, int64_t M, Act act) const = 0;
   int64_t N = 0, K = 0;

@@ -149,7 +149,7 @@ void MultiheadAttention::prepare_own(DType dtype) {
   if (weight.defined())
     packed_in_proj = kernels::PackedLinear::create(
         weight.data<float>(), in_proj_bias.defined() ? in_proj_bias.contiguous().data<float>() : nullptr,
-        3 * embed_dim, embed_dim, detail::precision_of(dtype));
+        3 * embed_dim, embed_dim, detail::precision_of(dtype), detail::plain_weight(weight));
   if (in_proj_rows_.empty() || in_proj_freed_) return;
   // Free the weight (forward() reads the prepared copy) only while it still equals the rows it can be rebuilt
   // from; a weight that training or load_state_dict changed stays, and the rows are forgotten.

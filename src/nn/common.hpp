@@ -39,6 +39,9 @@ void stack_members(Members& m, std::vector<Layer>& layers, std::optional<Norm>& 
 // act(x·Wᵀ + b) through the module's prepared weights in eval mode when it has them, else the plain weights.
 Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act act = kernels::Act::none);
 kernels::Precision precision_of(DType dtype);  // f32 or bf16; anything else throws
+// A contiguous weight handed to PackedLinear::create for the lazy f32 path (kernels.hpp): kept alive until packed,
+// and then, for a checkpoint's file mapping, its pages are given back to the OS (one resident copy, not two).
+kernels::PackedLinear::PlainWeight plain_weight(const Tensor& contiguous_weight);
 // The backward of out = act(x·Wᵀ + b) through lin's plain weights (pre: the pre-activation ops::linear_forward_train
 // kept, unused when act is none): returns dx and accumulates lin.dweight / lin.dbias (zeros on first use).
 Tensor linear_backward(Linear& lin, const Tensor& dout, const Tensor& x, const Tensor& pre = Tensor(),

@@ -263,10 +263,11 @@ Tensor Linear::forward(const Tensor& input) const {
 }
 
 void Linear::prepare_own(DType dtype) {
-  packed = kernels::PackedLinear::create(weight.contiguous().data<float>(),
-                                         bias.defined() ? bias.contiguous().data<float>() : nullptr, out_features,
-                                         in_features, detail::precision_of(dtype));
-  weight.release_resident_pages();  // forward() reads the prepared copy; a checkpoint's pages can go
+  const Tensor w = weight.contiguous();
+  packed = kernels::PackedLinear::create(w.data<float>(), bias.defined() ? bias.contiguous().data<float>() : nullptr,
+                                         out_features, in_features, detail::precision_of(dtype), detail::plain_weight(w));
+  // Once the weight is packed (now, or for f32 on its second call) forward() reads the packed copy, and the
+  // checkpoint's pages go (detail::plain_weight's after_pack).
 }
 
 // ---------------- LayerNorm / RMSNorm ----------------
@@ -532,6 +533,12 @@ kernels::Precision precision_of(DType dtype) {
   if (dtype == DType::bf16) return kernels::Precision::bf16;
   if (dtype == DType::i8) return kernels::Precision::int8;
   throw Error(std::string("inference dtype ") + dtype_name(dtype) + " is not supported (float32, bfloat16, int8)");
+}
+
+kernels::PackedLinear::PlainWeight plain_weight(const Tensor& contiguous_weight) {
+  ENCORE_CHECK(contiguous_weight.is_contiguous(), "plain_weight: a contiguous weight is required");
+  return {std::make_shared<const Tensor>(contiguous_weight),
+          [w = contiguous_weight] { w.release_resident_pages(); }};
 }
 
 bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }

@@ -2,12 +2,15 @@
 // sizes, vector tails and strided (non-contiguous) operands. Tolerances are per case and stated in the tables.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/kernels.hpp"
@@ -303,6 +306,81 @@ TEST(Kernels, PackedLinearMatchesRefAcrossRowBlocks) {
       EXPECT_LE(nmse(got, want), 1e-7) << "M=" << M << " " << act_name(act);
       EXPECT_LE(max_scaled_err(got, want), 1e-4) << "M=" << M << " " << act_name(act);
     }
+}
+
+// The lazy f32 path (kernels.hpp, PackedLinear::create with a PlainWeight): the first call runs on the plain
+// weight, later ones on the packed copy. Both must equal the eagerly packed linear bit for bit (oneDNN copies a
+// plain weight into the same blocked layout per call) and the scalar reference within LinearMatchesRef's
+// tolerance, on odd shapes, row counts around the row blocks, and with the caller's own handle on the weight gone
+// (the PlainWeight keeps it alive until the packing, then lets it go).
+TEST(Kernels, LazyPackedLinearMatchesPackedAndRef) {
+  struct Case {
+    int64_t N, K, M;
+  };
+  const Case cases[] = {{48, 40, 1}, {17, 33, 7}, {129, 65, kRowGranule + 1}, {3, 1, 100}, {1152, 384, 9},
+                        {64, 200, kRowChunk}, {40, 24, kRowChunk + 1}};
+  for (const Case& c : cases)
+    for (Act act : {Act::none, Act::gelu_erf}) {
+      const std::string at = "N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " M=" + std::to_string(c.M) +
+                             " " + act_name(act);
+      auto w = std::make_shared<std::vector<float>>(randn(c.N * c.K, 41, 0.1f));
+      const std::vector<float> w_copy = *w, b = randn(c.N, 42);
+      int packs = 0;
+      auto eager = PackedLinear::create(w_copy.data(), b.data(), c.N, c.K, Precision::f32);
+      std::weak_ptr<std::vector<float>> alive = w;
+      auto lazy = PackedLinear::create(w->data(), b.data(), c.N, c.K, Precision::f32, {w, [&packs] { ++packs; }});
+      w.reset();  // the lazy linear's own handle is what keeps the weight now
+      ASSERT_FALSE(alive.expired()) << at;
+      std::vector<float> want(c.M * c.N), ref(c.M * c.N);
+      for (int call = 0; call < 2; ++call) {  // first: the plain weight (unless M > kRowChunk); then packed
+        auto x = randn(c.M * c.K, 43 + static_cast<uint32_t>(call));
+        std::vector<float> got(c.M * c.N);
+        lazy->forward(got.data(), x.data(), c.M, act);
+        eager->forward(want.data(), x.data(), c.M, act);
+        linear_f32_ref(ref.data(), x.data(), w_copy.data(), b.data(), c.M, c.K, c.N, act);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << at << " call " << call;
+        EXPECT_LE(nmse(got, ref), 1e-7) << at << " call " << call;
+        EXPECT_LE(max_scaled_err(got, ref), 1e-4) << at << " call " << call;
+        const bool packed_now = call == 1 || c.M > kRowChunk;
+        EXPECT_EQ(packs, packed_now ? 1 : 0) << at << " call " << call;
+        EXPECT_EQ(alive.expired(), packed_now) << at << " call " << call;
+      }
+    }
+}
+
+// Concurrent first calls: the packing happens once, every call gets the eagerly packed linear's numbers, and the
+// plain weight is let go afterwards.
+TEST(Kernels, LazyPackedLinearPacksOnceUnderConcurrentCalls) {
+  const int64_t N = 96, K = 72, M = 5;
+  const std::vector<float> b = randn(N, 52);
+  for (int round = 0; round < 20; ++round) {
+    auto w = std::make_shared<std::vector<float>>(randn(N * K, 51, 0.1f));
+    auto eager = PackedLinear::create(w->data(), b.data(), N, K, Precision::f32);
+    std::atomic<int> packs{0};
+    std::weak_ptr<std::vector<float>> alive = w;
+    auto lazy = PackedLinear::create(w->data(), b.data(), N, K, Precision::f32, {w, [&packs] { ++packs; }});
+    w.reset();
+    const auto x = randn(M * K, 53);
+    std::vector<float> want(M * N);
+    eager->forward(want.data(), x.data(), M, Act::none);
+    std::atomic<int> mismatches{0}, ready{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t)
+      threads.emplace_back([&] {
+        ++ready;
+        while (ready.load() < 6) {
+        }
+        for (int call = 0; call < 3; ++call) {
+          std::vector<float> got(M * N);
+          lazy->forward(got.data(), x.data(), M, Act::none);
+          if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) ++mismatches;
+        }
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(packs.load(), 1) << "round " << round;
+    EXPECT_EQ(mismatches.load(), 0) << "round " << round;
+    EXPECT_TRUE(alive.expired()) << "round " << round;
+  }
 }
 
 TEST(Kernels, StridedGemmMatchesRef) {
