@@ -78,6 +78,10 @@ class Tensor {
   // file). Called once a weight has been copied into a prepared form, so that resident memory holds one copy
   // of it, not two. Returns the bytes advised; 0 for any other tensor (memory of our own is never dropped).
   int64_t release_resident_pages() const;
+  // The opposite, for the same tensors: maps the pages that hold its elements into this process now, in one call
+  // (madvise MADV_POPULATE_READ; from the page cache, or read from the file), so that a first read does not take
+  // a page fault every few pages. Returns the bytes advised; 0 for any other tensor or where the kernel lacks it.
+  int64_t map_resident_pages() const;
   bool is_file_mapping() const;  // wrapped with wrap_file_mapping
   // Copy-on-write for a tensor wrapped with wrap_file_mapping (whose memory is read-only: a write through
   // data<T>() would fault): its storage moves to owned memory first, and every handle sharing that storage,
@@ -117,6 +121,7 @@ class Tensor {
  private:
   static Tensor wrap_storage(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner,
                              const Shape& strides, bool file_mapping);
+  int64_t advise_file_pages(int advice) const;  // release_/map_resident_pages: madvise over the view's pages
 
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;  // in elements

@@ -199,11 +199,10 @@ void Tensor::make_writable() {
   if (defined()) storage_->make_writable();
 }
 
-int64_t Tensor::release_resident_pages() const {
+// The whole pages covering a view's elements ([lowest, highest] bytes), advised with `advice`; the bytes advised,
+// 0 for a tensor not wrapped with wrap_file_mapping or when the kernel refuses (advice only).
+int64_t Tensor::advise_file_pages(int advice) const {
   if (!defined() || !storage_->file_mapping() || numel() == 0) return 0;
-  // The elements span [lowest, highest] bytes of the view; whole pages covering them are dropped. A page
-  // shared with a neighbouring tensor is harmless to drop too: the mapping is read-only and private, so it
-  // holds no changes of ours, and the neighbour's next read brings the page back from the file.
   int64_t lo = 0, hi = 0;
   for (size_t d = 0; d < shape_.size(); ++d) (strides_[d] < 0 ? lo : hi) += (shape_[d] - 1) * strides_[d];
   const size_t elem = dtype_size(dtype_);
@@ -211,8 +210,21 @@ int64_t Tensor::release_resident_pages() const {
   const uintptr_t last = reinterpret_cast<uintptr_t>(raw_data()) + static_cast<uintptr_t>(hi * static_cast<int64_t>(elem)) + elem;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = first & ~(page - 1), end = (last + page - 1) & ~(page - 1);
-  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;  // advice only
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, advice) != 0) return 0;
   return static_cast<int64_t>(end - begin);
+}
+
+int64_t Tensor::release_resident_pages() const {
+  // A page shared with a neighbouring tensor is harmless to drop too: the mapping is read-only and private, so it
+  // holds no changes of ours, and the neighbour's next read brings the page back from the file.
+  return advise_file_pages(MADV_DONTNEED);
+}
+
+int64_t Tensor::map_resident_pages() const {
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14; older kernels answer EINVAL and the pages fault in on first read
+#endif
+  return advise_file_pages(MADV_POPULATE_READ);
 }
 
 int64_t Tensor::size(int64_t d) const {

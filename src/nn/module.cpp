@@ -264,6 +264,10 @@ Tensor Linear::forward(const Tensor& input) const {
 
 void Linear::prepare_own(DType dtype) {
   const Tensor w = weight.contiguous();
+  // fp32's first forward reads a checkpoint's weight in place (kernels.hpp, PackedLinear): its pages are mapped
+  // now, in one call per weight, rather than faulted in a few at a time by that forward. In SentenceEncoder::load
+  // this runs while the tokenizer is read on the other thread.
+  if (dtype == DType::f32) w.map_resident_pages();
   packed = kernels::PackedLinear::create(w.data<float>(), bias.defined() ? bias.contiguous().data<float>() : nullptr,
                                          out_features, in_features, detail::precision_of(dtype), detail::plain_weight(w));
   // Once the weight is packed (now, or for f32 on its second call) forward() reads the packed copy, and the
