@@ -98,7 +98,10 @@ void serve(const ServeArgs& a) {
     // so the first requests do not pay for it (TEI warms up with max_input_length tokens too).
     const double s1 = engine.warm_up(encoder->max_seq_length(), 1);
     const double s2 = engine.warm_up(16, 32);
-    log_line("INFO", "warm-up done", {{"longest_input_seconds", s1}, {"batch_32x16_seconds", s2}});
+    // Every GEMM row-block size a batch can need, so memory stays flat as batch sizes vary (issue 10's soak).
+    const double s3 = engine.warm_up_gemm_sizes(a.max_batch_tokens);
+    log_line("INFO", "warm-up done",
+             {{"longest_input_seconds", s1}, {"batch_32x16_seconds", s2}, {"gemm_sizes_seconds", s3}});
   }
 
   ServeConfig cfg;

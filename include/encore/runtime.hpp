@@ -3,7 +3,9 @@
 //   encore::set_num_threads(2);
 //   std::cerr << encore::runtime_info() << "\n";   // "isa=avx512 kernels=avx512 gemm=oneDNN 2.6.3 threads=2"
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace encore {
 
@@ -12,5 +14,11 @@ void set_num_threads(int n);  // threads for encore's parallel loops and oneDNN;
 int get_num_threads();
 // What was chosen at run time: CPU ISA, kernel table, GEMM engine, threads (ENCORE_VERBOSE=1 prints it too).
 std::string runtime_info();
+
+// Token counts whose forward passes, run once each (padding-free, so a Linear sees that many rows), create every
+// GEMM primitive a later call of any size can need: GEMMs run over a bounded set of row-block sizes, and each
+// size's oneDNN primitive is JIT code (~60 KB per weight shape) made on its first use. A server runs these at
+// start so its memory does not grow as new batch sizes turn up (`encore serve`'s warm-up). Capped at max_tokens.
+std::vector<int64_t> gemm_warm_up_token_counts(int64_t max_tokens);
 
 }  // namespace encore

@@ -86,6 +86,10 @@ class Engine {
   // like a request) and waits for them, before serving: first-touch of weights and workspaces, oneDNN primitive
   // creation. Returns the seconds it took; throws encore::Error if the forward failed.
   double warm_up(int64_t length, int64_t sequences = 1);
+  // One forward per count of gemm_warm_up_token_counts(max_tokens) (runtime.hpp), each count split into sequences
+  // of at most max_sequence_length() tokens: afterwards no batch of up to max_tokens creates a GEMM primitive, so
+  // a long-running server's memory does not creep up as new batch sizes arrive. Returns the seconds it took.
+  double warm_up_gemm_sizes(int64_t max_tokens);
   // Stops taking requests, finishes every queued one, joins the engine thread. Idempotent.
   void shutdown();
 
@@ -93,6 +97,7 @@ class Engine {
   const SentenceEncoder& encoder() const { return *encoder_; }
 
  private:
+  double run_warm_up(std::vector<Encoding> batch);  // submits one batch and waits for it
   struct Job;
   void run();
 

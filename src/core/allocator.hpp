@@ -17,8 +17,11 @@
 // (ENCORE_ALLOCATOR_CACHE_MB, default 1024): releasing past it evicts the least recently cached blocks to the
 // system. A cached block that no request has taken for the decay time (ENCORE_ALLOCATOR_DECAY_MS, default 10000;
 // -1 = never) is returned to the system by the next allocate/release/release_idle, so one rare large batch does
-// not keep its blocks for the life of a server (the rule of jemalloc's dirty_decay_ms; blocks that every call
-// reuses are never idle). Smaller blocks go straight to aligned_alloc/free. ENCORE_ALLOCATOR=system bypasses the
+// not keep its blocks for the life of a server (jemalloc's dirty_decay_ms, 10 s by default, is the same idea;
+// blocks that every call reuses are never idle). What a server keeps is then the largest working set of its last
+// 10 s of batches: it follows the batch mix (bench/serve.py soak, session 12: 127-168 MB at 70% load, of which
+// the cache 14-58 MB). A minute was tried once (a run disturbed by other work on the machine): the resident set
+// still moved with the mix (167-205 MB), and the blocks of the load generator's start stayed in the baseline. Smaller blocks go straight to aligned_alloc/free. ENCORE_ALLOCATOR=system bypasses the
 // cache entirely. Thread-safe. Byte accounting of tensors (memory_stats) is the caller's: it counts requested
 // bytes, never cached ones.
 #pragma once

@@ -81,13 +81,34 @@ void Engine::cancel(RequestId request) {
   jobs_.erase(request);  // sequences of it already in a running batch find no job and are dropped
 }
 
+namespace {
+Encoding warm_up_sequence(int64_t n) {
+  Encoding e;
+  e.ids.assign(static_cast<size_t>(n), 100);  // any in-vocabulary id: the values do not matter, the shapes do
+  e.type_ids.assign(static_cast<size_t>(n), 0);
+  e.attention_mask.assign(static_cast<size_t>(n), 1);
+  return e;
+}
+}  // namespace
+
 double Engine::warm_up(int64_t length, int64_t sequences) {
   const int64_t n = std::clamp<int64_t>(length, 1, encoder_->model().max_sequence_length());
-  Encoding e;
-  e.ids.assign(n, 100);  // any in-vocabulary id: the values do not matter, the shapes do
-  e.type_ids.assign(n, 0);
-  e.attention_mask.assign(n, 1);
-  std::vector<Encoding> batch(static_cast<size_t>(std::max<int64_t>(sequences, 1)), e);
+  return run_warm_up(std::vector<Encoding>(static_cast<size_t>(std::max<int64_t>(sequences, 1)), warm_up_sequence(n)));
+}
+
+double Engine::warm_up_gemm_sizes(int64_t max_tokens) {
+  const int64_t longest = encoder_->model().max_sequence_length();
+  double seconds = 0;
+  for (const int64_t count : gemm_warm_up_token_counts(max_tokens)) {
+    std::vector<Encoding> batch;
+    for (int64_t left = count; left > 0; left -= std::min(left, longest))
+      batch.push_back(warm_up_sequence(std::min(left, longest)));
+    seconds += run_warm_up(std::move(batch));
+  }
+  return seconds;
+}
+
+double Engine::run_warm_up(std::vector<Encoding> batch) {
   std::promise<EngineResult> finished;
   std::future<EngineResult> result = finished.get_future();
   const auto t0 = Clock::now();
