@@ -55,7 +55,7 @@ def test_options_are_validated_before_any_output(tmp_path):
     refused("trace", "--heads", "7", needle="divisible")  # was: the header line, then the error
     refused("trace", "--dtype", "fp16", needle="--dtype")  # was: the header line, then the error
     refused("embed", "--dtype", "fp16", "x", needle="--dtype")
-    refused("accuracy", "--dtype", "fp32", needle="--dtype")
+    refused("accuracy", "--dtype", "fp16", needle="--dtype")  # (fp32 is valid since the task metric: fp32 vs fp32)
     refused("embed", "-o", tmp_path / "out.txt", "x", needle=".npy, .jsonl, .json or .csv")
     assert not (tmp_path / "out.txt").exists()
 
