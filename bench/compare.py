@@ -506,28 +506,42 @@ BERT_BASE_LINEARS = [(768, 2304), (768, 768), (768, 3072), (3072, 768)]
 BERT_BASE = {"layers": 12, "hidden": 768}
 
 
+def microbench_rates(threads, microbench, benchmark_filter):
+    """Runs encore_microbench (bench/cpp/) on `threads` OpenMP threads with a --benchmark_filter and returns {run
+    name: the best GFLOP/s of 5 repetitions} (a ceiling is what the machine was seen to do), {"error": why} when it
+    failed, or None when the micro-benchmark is not built."""
+    if not os.path.exists(microbench):
+        return None
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    r = subprocess.run([microbench, "--benchmark_format=json", "--benchmark_min_time=0.3",
+                        "--benchmark_repetitions=5", f"--benchmark_filter={benchmark_filter}"],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip()[-300:]}
+    rates = {}
+    for b in json.loads(r.stdout)["benchmarks"]:
+        if b.get("run_type") == "iteration" and not b.get("error_occurred") and "GFLOPs" in b:
+            name = b["run_name"].removesuffix("/real_time")
+            rates[name] = max(rates.get(name, 0.0), b["GFLOPs"])
+    return rates
+
+
+def machine_peaks(rates):
+    """The FMA (fp32) and VNNI (int8) peaks among microbench_rates' results, in GFLOP/s and GOP/s (None if absent)."""
+    return {"fma_peak": max((v for k, v in rates.items() if k.startswith("FmaPeak")), default=None),
+            "vnni_peak": max((v for k, v in rates.items() if k.startswith("VnniPeak")), default=None)}
+
+
 def gemm_ceiling(threads, microbench):
     """bench/cpp/gemm_ceiling.cpp, run before any engine starts: the FMA peak of the machine and encore's prepared
     GEMM at BERT-base's Linear shapes for 8 x 128 tokens (M = 1024). From these, the GEMM-only ceiling of
     BERT-base 8x128 in tokens/s: every Linear at its measured GEMM rate, attention's 4·T·d FLOPs per token and
     layer at the best of those rates, and nothing else (no LayerNorm, GELU, softmax, residual, threading cost):
     no engine built on these GEMMs can be faster. None when the micro-benchmark is not built."""
-    if not os.path.exists(microbench):
-        return None
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    r = subprocess.run([microbench, "--benchmark_format=json", "--benchmark_min_time=0.3",
-                        "--benchmark_repetitions=5", "--benchmark_filter=FmaPeak|VnniPeak|PackedLinear/.*/M:1024/"],
-                       capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        return {"error": (r.stderr or r.stdout).strip()[-300:]}
-    rates = {}  # the best of the repetitions: a ceiling is what the machine was seen to do
-    for b in json.loads(r.stdout)["benchmarks"]:
-        if b.get("run_type") == "iteration" and not b.get("error_occurred") and "GFLOPs" in b:
-            name = b["run_name"].removesuffix("/real_time")
-            rates[name] = max(rates.get(name, 0.0), b["GFLOPs"])
-    out = {"fma_peak": max((v for k, v in rates.items() if k.startswith("FmaPeak")), default=None),
-           "vnni_peak": max((v for k, v in rates.items() if k.startswith("VnniPeak")), default=None),
-           "threads": threads}
+    rates = microbench_rates(threads, microbench, "FmaPeak|VnniPeak|PackedLinear/.*/M:1024/")
+    if rates is None or "error" in rates:
+        return rates
+    out = dict(machine_peaks(rates), threads=threads)
     L, d, T = BERT_BASE["layers"], BERT_BASE["hidden"], 128
     for dtype in ("fp32", "bf16", "int8"):
         shape_rates = [rates.get(f"PackedLinear/{dtype}/M:1024/K:{k}/N:{n}") for k, n in BERT_BASE_LINEARS]

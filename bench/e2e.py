@@ -34,6 +34,11 @@ sentence-transformers fp32's (row by row). Ratios: each engine's job time / enco
 targets: encore embed >= 4x st-torch fp32 and >= 1.5x fastembed fp32 (fp32), encore int8 >= 6x
 st-torch and >= 1.3x fastembed int8.
 
+What the targets ask of the machine: the machine's FMA (fp32) and VNNI (int8) peaks are measured first with
+encore_microbench (bench/cpp/gemm_ceiling.cpp), and the forward's FLOPs over the corpus are counted (padding-free
+Linears and attention matmuls); a target "N x st-torch" needs at least those FLOPs within st-torch's job time / N,
+which is printed as a rate and a % of the peak: above 100%, no engine can meet it on this CPU.
+
 Hold the CPU lock while it runs: ratios are only meaningful on idle cores.
 """
 from __future__ import annotations
@@ -247,13 +252,24 @@ def run_job(code, engine, mdir, fdir, corpus_file, out, threads, dim, encore_bin
 
 # ----------------------------------------------------------------------------------------------------- the run
 
-def count_tokens(mdir: str, texts: list[str]) -> int:
-    """Real tokens the model sees: Hugging Face tokenizers with the model's truncation (special tokens counted)."""
+def sequence_lengths(mdir: str, texts: list[str]) -> list[int]:
+    """Real tokens the model sees per text: Hugging Face tokenizers with the model's truncation (special tokens
+    counted)."""
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(pathlib.Path(mdir) / "tokenizer.json"))
     tok.no_padding()
     tok.enable_truncation(max_seq_length(mdir))
-    return sum(len(e.ids) for e in tok.encode_batch(texts))
+    return [len(e.ids) for e in tok.encode_batch(texts)]
+
+
+def forward_flops(mdir: str, lengths: list[int]) -> float:
+    """Floating-point operations of the encoder's forward over the corpus, padding-free (the least any engine can do):
+    per layer and sequence of L tokens, the Linears 2·L·(4·H² + 2·H·I) (Q, K, V, output; intermediate, output) and
+    attention's two matmuls 4·L²·H (QKᵀ and PV over all heads). Embeddings, norms, softmax, GELU and pooling are
+    left out (a few % at most), so a rate computed from this is a lower bound on the rate an engine needs."""
+    cfg = json.loads((pathlib.Path(mdir) / "config.json").read_text())
+    layers, h, i = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["intermediate_size"]
+    return float(sum(layers * (2 * n * (4 * h * h + 2 * h * i) + 4 * n * n * h) for n in lengths))
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -278,7 +294,8 @@ def bench_model(name: str, engines: list[str], n_texts: int, rounds: int, thread
     texts = corpus(n_texts)
     corpus_file = work / f"{name}.txt"
     corpus_file.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-    tokens = count_tokens(mdir, texts)
+    lengths = sequence_lengths(mdir, texts)
+    tokens = sum(lengths)
     dim = int(json.loads((pathlib.Path(mdir) / "config.json").read_text())["hidden_size"])
     print(f"[{name}] {mdir}: {len(texts)} texts, {tokens} tokens after truncation to {max_seq_length(mdir)} "
           f"(mean {tokens / len(texts):.1f}); rounds {rounds}, threads {threads}", flush=True)
@@ -330,6 +347,7 @@ def bench_model(name: str, engines: list[str], n_texts: int, rounds: int, thread
                 row["cos_min"], row["cos_mean"] = float(c.min()), float(c.mean())
         rows.append(row)
     return {"model": name, "model_dir": mdir, "texts": len(texts), "tokens": tokens,
+            "forward_flops": forward_flops(mdir, lengths),
             "max_seq_length": max_seq_length(mdir), "rows": rows}
 
 
@@ -348,7 +366,41 @@ TARGETS = [  # (label, encore engine, peer engine, ratio needed)
 ]
 
 
-def report(results, command) -> list[str]:
+def machine_demand(res, peaks) -> list[str]:
+    """What each target against sentence-transformers asks of this machine: the encore job would have to end within
+    the peer's wall time / the ratio; even if the forward were the job's only work, that needs the forward's FLOPs
+    in that time. A needed rate above the measured peak (fp32 FMA for fp32, VNNI for int8) cannot be reached by any
+    engine on this CPU; below it, the target is a matter of software."""
+    rows = res["rows"]
+    st = next((r for r in rows if r["engine"] == "st-torch:fp32" and "wall_s" in r), None)
+    if st is None or not peaks or not peaks.get("fma_peak"):
+        return []
+    flops = res["forward_flops"]
+    fma, vnni = peaks["fma_peak"], peaks.get("vnni_peak")
+    lines = [f"What the targets ask of this machine: the forward over this corpus is {flops / 1e12:.2f} TFLOP "
+             f"(padding-free Linears and attention matmuls only); FMA peak {fma:.0f} GFLOP/s fp32"
+             + (f", VNNI peak {vnni:.0f} GOP/s int8" if vnni else "") + " (bench/cpp/gemm_ceiling.cpp, measured "
+             "before the engines, same threads).", "",
+             "| job | whole job wall s | forward rate if the job were only the forward | % of its peak |",
+             "|---|---|---|---|",
+             f"| st-torch:fp32 (measured) | {st['wall_s']:.2f} | {flops / st['wall_s'] / 1e9:.0f} GFLOP/s | "
+             f"{100 * flops / st['wall_s'] / 1e9 / fma:.0f}% of FMA |"]
+    for label, engine, peer, need in TARGETS:
+        if peer != "st-torch:fp32":
+            continue
+        peak, unit, name = (vnni, "GOP/s", "VNNI") if engine.endswith("int8") else (fma, "GFLOP/s", "FMA")
+        wall = st["wall_s"] / need
+        rate = flops / wall / 1e9
+        mine = next((r for r in rows if r["engine"] == engine and "wall_s" in r), None)
+        lines.append(f"| {engine} at {need:g}x st-torch (needed) | {wall:.2f} | {rate:.0f} {unit} | "
+                     + (f"{100 * rate / peak:.0f}% of {name} |" if peak else "- |"))
+        if mine:
+            lines.append(f"| {engine} (measured) | {mine['wall_s']:.2f} | {flops / mine['wall_s'] / 1e9:.0f} {unit} | "
+                         + (f"{100 * flops / mine['wall_s'] / 1e9 / peak:.0f}% of {name} |" if peak else "- |"))
+    return lines + [""]
+
+
+def report(results, command, peaks=None) -> list[str]:
     lines = []
     for res in results:
         rows = res["rows"]
@@ -371,6 +423,7 @@ def report(results, command) -> list[str]:
             verdict = "-" if x is None else ("met" if x >= need else "not met")
             lines.append(f"| {label} | {f'{x:.2f}x' if x else 'not measured'} | {verdict} |")
         lines.append("")
+        lines += machine_demand(res, peaks)
     return lines
 
 
@@ -410,6 +463,8 @@ def main() -> None:
     ap.add_argument("--json", help="also write the raw results to this file")
     ap.add_argument("--encore-bin", default=os.environ.get("ENCORE_BIN", str(REPO / "build" / "encore")))
     ap.add_argument("--encore-python", default=os.environ.get("ENCORE_PYTHON", str(REPO / "python")))
+    ap.add_argument("--microbench", default=str(REPO / "build" / "encore_microbench"),
+                    help="encore_microbench, for the machine's FMA and VNNI peaks (measured first)")
     args = ap.parse_args()
     models = ["minilm"] if args.quick else args.models.split(",")
     wanted = args.engines.split(",")
@@ -418,13 +473,18 @@ def main() -> None:
         sys.exit(f"bench/e2e.py: engines from {ENGINES}, models from {MODELS}")
     rounds = 2 if args.quick else args.rounds
     t0 = time.time()
+    from compare import machine_peaks, microbench_rates
+    rates = microbench_rates(args.threads, args.microbench, "FmaPeak|VnniPeak")
+    peaks = machine_peaks(rates) if rates and "error" not in rates else None
+    print(f"machine peaks ({args.threads} threads): {peaks or rates or 'encore_microbench not built'}", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="encore-e2e-") as work:
         for m in models:
             n = args.texts or (1500 if args.quick else DEFAULT_TEXTS[m])
             results.append(bench_model(m, engines, n, rounds, args.threads, args, pathlib.Path(work)))
+            results[-1]["machine_peaks"] = peaks
     command = "python3 bench/e2e.py " + shlex.join(sys.argv[1:])
-    lines = report(results, command)
+    lines = report(results, command, peaks)
     print("\n" + "\n".join(lines))
     print(f"wall {(time.time() - t0) / 60:.1f} min")
     if args.write_results:
