@@ -61,6 +61,8 @@ template <int R>
 inline void pv_rows(float* acc, int64_t ld_acc, int64_t Dv, const float* p, const float* v, int64_t ld_v, int64_t nk) {
   int64_t c = 0;
   for (; c + kCols * kWidth <= Dv; c += kCols * kWidth) pv_block<R, kCols>(acc, ld_acc, p, v, ld_v, nk, c);
+  if constexpr (kCols > 2)  // e.g. Dv = 32 on AVX-512: two vectors per row keep 2·R accumulators in flight
+    for (; c + 2 * kWidth <= Dv; c += 2 * kWidth) pv_block<R, 2>(acc, ld_acc, p, v, ld_v, nk, c);
   for (; c + kWidth <= Dv; c += kWidth) pv_block<R, 1>(acc, ld_acc, p, v, ld_v, nk, c);
   for (; c < Dv; ++c)  // head-dim tail narrower than a vector
     for (int r = 0; r < R; ++r) {
