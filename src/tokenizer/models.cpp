@@ -67,10 +67,11 @@ class WordPiece final : public Model {
  public:
   WordPiece(Vocab vocab, std::string unk, std::string prefix, size_t max_chars)
       : vocab_(std::move(vocab)), unk_(std::move(unk)), prefix_(std::move(prefix)), max_chars_(max_chars) {
-    std::vector<std::string> keys;
+    std::vector<std::string_view> keys;  // views into vocab_.to_id, which outlives the trie's construction
     keys.reserve(vocab_.to_id.size());
+    ids_.reserve(vocab_.to_id.size());
     vocab_.to_id.for_each([&](std::string_view token, int64_t id) {
-      keys.emplace_back(token);
+      keys.push_back(token);
       ids_.push_back(id);
     });
     trie_ = ByteTrie(keys);

@@ -29,6 +29,7 @@
 #include "tokenizer/json_reader.hpp"
 #include "tokenizer/normalized_string.hpp"
 #include "tokenizer/regex.hpp"
+#include "tokenizer/trie.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace {
@@ -409,6 +410,72 @@ TEST(Tokenizer, FlatVocabularyReadsAsTheDom) {
       EXPECT_EQ(from_flat->token_to_id(it.key()), from_dom->token_to_id(it.key())) << it.key();
       const int64_t id = it.value().get<int64_t>();
       EXPECT_EQ(from_flat->id_to_token(id), from_dom->id_to_token(id)) << id;
+    }
+  }
+}
+
+// ByteTrie against a brute-force scan of its keys (the oracle: for each key, is it text[pos, pos + size)? for
+// duplicates the last index). The key sets stress what its radix sort must order as std::string's < does: bytes
+// above 0x7F (unsigned), NUL bytes (a short key and the same key padded with NULs share a radix prefix), keys
+// sharing 8 or more leading bytes, the empty key, and repeated keys.
+TEST(Tokenizer, ByteTrieMatchesBruteForce) {
+  struct Case {
+    const char* name;
+    std::string alphabet;
+    size_t max_len;
+    size_t n_keys;
+  };
+  const std::vector<Case> table = {
+      {"ascii", "abc", 4, 40},
+      {"high-bytes-and-nul", std::string("a\x00\xff\x80", 4), 11, 300},
+      {"long-shared-prefixes", "ab", 14, 2000},
+      {"single-byte", "z", 20, 30},
+  };
+  std::mt19937 rng(7);
+  for (const Case& c : table) {
+    SCOPED_TRACE(c.name);
+    auto random_string = [&](size_t max_len) {
+      std::string s(std::uniform_int_distribution<size_t>(0, max_len)(rng), ' ');
+      for (char& ch : s) ch = c.alphabet[std::uniform_int_distribution<size_t>(0, c.alphabet.size() - 1)(rng)];
+      return s;
+    };
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < c.n_keys; ++i) keys.push_back(random_string(c.max_len));
+    for (size_t i = 0; i < c.n_keys / 10; ++i) keys.push_back(keys[rng() % keys.size()]);  // repeats
+    const encore::tok::ByteTrie trie(keys);
+    std::map<std::string, int32_t, std::less<>> last_index;  // key -> its last index in keys
+    for (size_t i = 0; i < keys.size(); ++i) last_index[keys[i]] = static_cast<int32_t>(i);
+    auto value_of = [&](std::string_view k) {
+      auto it = last_index.find(k);
+      return it == last_index.end() ? -1 : it->second;
+    };
+    for (int t = 0; t < 30; ++t) {
+      const std::string text = random_string(2 * c.max_len);
+      for (size_t pos = 0; pos <= text.size(); ++pos) {
+        std::vector<std::pair<size_t, uint32_t>> want, got;
+        for (size_t end = pos + 1; end <= text.size(); ++end)
+          if (const int32_t v = value_of(std::string_view(text).substr(pos, end - pos)); v >= 0)
+            want.emplace_back(end, static_cast<uint32_t>(v));
+        trie.prefixes(text, pos, [&](size_t end, uint32_t v) { got.emplace_back(end, v); });
+        ASSERT_EQ(got, want) << "pos " << pos;
+        const auto [end, v] = trie.longest(text, pos);
+        if (want.empty()) {
+          EXPECT_EQ(v, -1);
+        } else {
+          EXPECT_EQ(end, want.back().first);
+          EXPECT_EQ(v, static_cast<int32_t>(want.back().second));
+        }
+        // walk + longest from the node after text[0, pos): the longest key with that prefix
+        const uint32_t node = trie.walk(std::string_view(text).substr(0, pos));
+        if (node == encore::tok::ByteTrie::kNone) continue;
+        int32_t want_v = -1;
+        size_t want_end = pos;
+        for (size_t e = pos + 1; e <= text.size(); ++e)
+          if (const int32_t w = value_of(std::string_view(text).substr(0, e)); w >= 0) want_v = w, want_end = e;
+        const auto [end2, v2] = trie.longest(text, pos, node);
+        EXPECT_EQ(v2, want_v);
+        EXPECT_EQ(end2, want_end);
+      }
     }
   }
 }
