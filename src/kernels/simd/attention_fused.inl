@@ -72,16 +72,16 @@ inline void pv_rows(float* acc, int64_t ld_acc, int64_t Dv, const float* p, cons
     }
 }
 
-// Calls body<R>(r0) over rows [0, n) in blocks of 4 and a 1-3 row remainder.
-template <typename Body>
+// Calls body<R>(r0) over rows [0, n) in blocks of Block rows and one remainder block of 1 .. Block-1 rows.
+template <int Block = 4, typename Body>
 inline void for_row_blocks(int64_t n, Body&& body) {
   int64_t r = 0;
-  for (; r + 4 <= n; r += 4) body.template operator()<4>(r);
-  switch (n - r) {
-    case 3: body.template operator()<3>(r); break;
-    case 2: body.template operator()<2>(r); break;
-    case 1: body.template operator()<1>(r); break;
-    default: break;
+  for (; r + Block <= n; r += Block) body.template operator()<Block>(r);
+  if constexpr (Block > 1) {
+    if (n - r > 0) {
+      if (n - r == Block - 1) body.template operator()<Block - 1>(r);
+      else for_row_blocks<Block - 1>(n - r, [&]<int R>(int64_t r2) { body.template operator()<R>(r + r2); });
+    }
   }
 }
 
@@ -184,7 +184,10 @@ void attention_fused_f32(const AttentionBlock& a, float* scratch) {
                            a.key_mask ? a.key_mask + j0 : nullptr, m[i0 + i], l[i0 + i], acc + i * a.ld_out, Dv);
       }
       // acc += P·V_tile
-      for_row_blocks(nq, [&]<int R>(int64_t r) { pv_rows<R>(acc + r * a.ld_out, a.ld_out, Dv, s + r * kKT, vt, a.ld_v, nk); });
+      // A head of at most two vectors (Dv <= 32 on AVX-512) holds 2·R accumulators: 8 rows fill 16 registers.
+      auto pv = [&]<int R>(int64_t r) { pv_rows<R>(acc + r * a.ld_out, a.ld_out, Dv, s + r * kKT, vt, a.ld_v, nk); };
+      if (Dv <= 2 * kWidth && kCols > 2) for_row_blocks<8>(nq, pv);
+      else for_row_blocks(nq, pv);
     }
   }
   // out = acc / l ; a query that attended to nothing gets zeros
