@@ -17,6 +17,10 @@ is downloaded):
                   its 3 longest words (what a search box asks of a sentence encoder). They are NOT paraphrases.
 "kept" = the dtype's score / fp32's score on the same model and texts (the issue's target: >= 99.5% for int8).
 
+int8-static: static int8 (docs/quantization.md, "Static int8"): `encore quantize --calibrate` on the first
+CALIBRATION_TEXTS texts of the training split (never the held-out reviews or the pairs), default range rule, then
+`encore accuracy --model STATIC --reference MODEL --dtype int8` (fp32 is the original model's).
+
 Models as bench/e2e.py's: minilm (the real all-MiniLM-L6-v2) and bert-base (a RANDOM BertModel(BertConfig()),
 seed 0, mean pooling: its scores measure how much of the random model's separability int8 keeps, not a useful
 model's quality).
@@ -39,7 +43,8 @@ sys.path.insert(0, str(REPO / "tests" / "tools"))
 sys.path.insert(0, str(HERE))
 
 MODELS = ("minilm", "bert-base")
-DTYPES = ("bf16", "int8")
+DTYPES = ("bf16", "int8", "int8-static")
+CALIBRATION_TEXTS = 512
 # (training, held-out, pairs) per model: BERT-base's fp32 forward is ~12x MiniLM's, so it gets a smaller set.
 SIZES = {"minilm": (4000, 2000, 1000), "bert-base": (2000, 1000, 500)}
 
@@ -51,21 +56,33 @@ def write_tasks(work: pathlib.Path, n_train: int, n_eval: int, n_pairs: int) -> 
     train, held = rotten_tomatoes.splits(n_train, n_eval, seed=0)
     _, pairs = rotten_tomatoes.keyword_queries(0, n_pairs, seed=0)
     files = {"train": work / f"train{n_train}.jsonl", "eval": work / f"eval{n_eval}.jsonl",
-             "pairs": work / f"pairs{n_pairs}.jsonl"}
+             "pairs": work / f"pairs{n_pairs}.jsonl", "calibration": work / f"calibration{n_train}.txt"}
     for rows, key in ((train, "train"), (held, "eval"), (pairs, "pairs")):
         rotten_tomatoes.write_jsonl(rows, files[key])
+    files["calibration"].write_text("".join(" ".join(r["text"].split()) + "\n" for r in train[:CALIBRATION_TEXTS]),
+                                    encoding="utf-8")
     return files
 
 
 def measure(encore_bin: str, mdir: str, dtype: str, files, threads: int) -> dict:
     t0 = time.time()
-    res = subprocess.run([encore_bin, "accuracy", "--model", mdir, "--dtype", dtype, "--threads", str(threads),
+    model = ["--model", mdir, "--dtype", dtype]
+    if dtype == "int8-static":
+        static = pathlib.Path(files["calibration"]).parent / ("static" + mdir.replace("/", "_"))
+        if not static.exists():
+            res = subprocess.run([encore_bin, "quantize", mdir, str(static), "--calibrate", str(files["calibration"])],
+                                 capture_output=True, text=True)
+            if res.returncode:
+                sys.exit(f"bench/task_accuracy.py: encore quantize --calibrate failed ({res.returncode}): {res.stderr}")
+        model = ["--model", str(static), "--reference", mdir, "--dtype", "int8"]
+    res = subprocess.run([encore_bin, "accuracy", *model, "--threads", str(threads),
                           "--classify-train", str(files["train"]), "--classify-eval", str(files["eval"]),
                           "--pairs", str(files["pairs"]), "--json"], capture_output=True, text=True)
     if res.returncode:
         sys.exit(f"bench/task_accuracy.py: encore accuracy failed ({res.returncode}): {res.stderr}")
     out = json.loads(res.stdout)
     out["seconds"] = time.time() - t0
+    out["label"] = dtype
     return out
 
 
@@ -76,7 +93,7 @@ def report(rows, command: str) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, q, d = r["classification"], r["retrieval"], r["dtype"]
-        lines.append(f"| {r['model']} | {d} | {c['fp32']:.4f} | {c[d]:.4f} | {100 * c['kept']:.2f}% | "
+        lines.append(f"| {r['model']} | {r.get('label', d)} | {c['fp32']:.4f} | {c[d]:.4f} | {100 * c['kept']:.2f}% | "
                      f"{q['fp32']:.4f} | {q[d]:.4f} | {100 * q['kept']:.2f}% | {r['min']:.5f} / {r['mean']:.5f} |")
     sizes = {r["model"]: f"{r['model']}: {r['classification']['train']} training / {r['classification']['eval']} "
                          f"held-out reviews, {r['retrieval']['pairs']} pairs" for r in rows}

@@ -124,12 +124,24 @@ class AutoModel {
 // SentenceEncoder read it in any dtype: int8 then computes exactly what int8 on the original does (the stored
 // weights are what on-the-fly quantization produces), fp32/bf16 compute with the dequantized weights.
 // out_dir must not exist or be empty, and differ from model_dir; it appears complete or not at all.
+// Static int8 (docs/quantization.md, "Static int8"): with calibration_texts, the fp32 model runs over them and every
+// encoder Linear's input range is stored in the checkpoint; int8 then quantizes each input with that fixed range
+// (no per-call range scan; values beyond it saturate) instead of per token. Only for StackedEncoder families
+// (bert, roberta, xlm-roberta, distilbert, electra, albert, mpnet).
+struct QuantizeOptions {
+  std::vector<std::string> calibration_texts;  // empty: dynamic int8
+  std::string range_rule = "max";  // "max", or "pX": per batch quantiles X% and (100-X)%, averaged
+  double f32_channel_ratio = 4.0;  // input channels with max |x| > ratio x the median channel's (at most 8) stay f32
+  int64_t batch_size = 32;         // calibration batches (each gives the percentile rules one sample)
+};
 struct QuantizeSummary {
   int64_t quantized = 0;                // Linear weights stored int8
   std::vector<std::string> kept_f32;    // Linear weights stored f32 (their requantization would not be exact)
   int64_t bytes_in = 0, bytes_out = 0;  // weight bytes read; model.safetensors bytes written
+  int64_t static_ranges = 0;            // Linear weights with a stored input range (static int8)
+  int64_t f32_input_channels = 0;       // f32 input channels, summed over those Linear weights
 };
 QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::string& out_dir,
-                                    DType dtype = DType::i8);
+                                    DType dtype = DType::i8, const QuantizeOptions& options = {});
 
 }  // namespace encore

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -145,16 +146,7 @@ Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K) {
       ENCORE_CHECK(std::isfinite(w[n * K + k]), "int8 quantization: weight row ", n, " has a non-finite value");
       colmax[k] = std::max(colmax[k], std::fabs(w[n * K + k]));
     }
-  std::vector<float> sorted = colmax;
-  std::nth_element(sorted.begin(), sorted.begin() + (K - 1) / 2, sorted.end());
-  const float threshold = kInt8OutlierColumnRatio * sorted[(K - 1) / 2];
-  std::vector<int64_t> candidates;
-  for (int64_t k = 0; k < K; ++k)
-    if (colmax[k] > threshold) candidates.push_back(k);
-  std::stable_sort(candidates.begin(), candidates.end(), [&](int64_t a, int64_t b) { return colmax[a] > colmax[b]; });
-  if (candidates.size() > static_cast<size_t>(kInt8MaxOutlierColumns)) candidates.resize(kInt8MaxOutlierColumns);
-  std::sort(candidates.begin(), candidates.end());
-  qw.columns = candidates;
+  qw.columns = columns_above_median(colmax, kInt8OutlierColumnRatio, kInt8MaxOutlierColumns);
   const int64_t C = static_cast<int64_t>(qw.columns.size());
   std::vector<float> body(w, w + N * K);
   qw.column_values.resize(static_cast<size_t>(N * C));
@@ -167,6 +159,21 @@ Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K) {
   qw.scale.resize(static_cast<size_t>(N));
   quantize_weights_s8(qw.q.data(), qw.scale.data(), body.data(), N, K);
   return qw;
+}
+
+std::vector<int64_t> columns_above_median(const std::vector<float>& colmax, float ratio, int max_count) {
+  const int64_t K = static_cast<int64_t>(colmax.size());
+  if (K == 0) return {};
+  std::vector<float> sorted = colmax;
+  std::nth_element(sorted.begin(), sorted.begin() + (K - 1) / 2, sorted.end());
+  const float threshold = ratio * sorted[(K - 1) / 2];
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < K; ++k)
+    if (colmax[k] > threshold) out.push_back(k);
+  std::stable_sort(out.begin(), out.end(), [&](int64_t a, int64_t b) { return colmax[a] > colmax[b]; });
+  if (out.size() > static_cast<size_t>(max_count)) out.resize(static_cast<size_t>(max_count));
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void dequantize_linear_int8(float* w, const Int8Weights& qw) {
@@ -202,6 +209,27 @@ void quantize_rows_u8_ref(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers
     for (int64_t k = 0; k < K; ++k) q[r * K + k] = finite ? quantize_one(xr[k], p, qmax) : 0;
     for (int32_t i = 0; i < outliers[r].count; ++i) q[r * K + outliers[r].index[i]] = static_cast<uint8_t>(p.zp);
   }
+}
+
+void quantize_rows_u8_static_ref(uint8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ld_x,
+                                 float a_scale, float inv, int32_t zp, int qmax) {
+  const RowQuant p{a_scale, inv, zp};
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld_x;
+    bool finite = true;
+    for (int64_t k = 0; k < K; ++k) {
+      finite = finite && std::isfinite(xr[k]);
+      q[r * K + k] = quantize_one(xr[k], p, qmax);
+    }
+    scale[r] = finite ? a_scale : std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+Int8StaticParams int8_static_params(float lo, float hi, int qmax) {
+  ENCORE_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= 0.f && hi >= 0.f, "static int8: input range [", lo,
+               ", ", hi, "] must be finite with lo <= 0 <= hi");
+  const RowQuant p = row_quant_params(lo, hi, true, qmax);
+  return {p.scale, p.inv, p.zp};
 }
 
 void int8_epilogue_f32_ref(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp,
@@ -260,11 +288,12 @@ namespace encore::kernels {
 // ---------------- dispatch: the same ISA as kernels() ----------------
 
 namespace {
-const Int8KernelTable kRefTable{"ref", quantize_rows_u8_ref, int8_epilogue_f32_ref, int8_epilogue_outliers_f32_ref};
+const Int8KernelTable kRefTable{"ref", quantize_rows_u8_ref, int8_epilogue_f32_ref, int8_epilogue_outliers_f32_ref,
+                                quantize_rows_u8_static_ref};
 const Int8KernelTable kAvx2Table{"avx2", int8_avx2::quantize_rows_u8, int8_avx2::int8_epilogue_f32,
-                                 int8_avx2::int8_epilogue_outliers_f32};
+                                 int8_avx2::int8_epilogue_outliers_f32, int8_avx2::quantize_rows_u8_static};
 const Int8KernelTable kAvx512Table{"avx512", int8_avx512::quantize_rows_u8, int8_avx512::int8_epilogue_f32,
-                                   int8_avx512::int8_epilogue_outliers_f32};
+                                   int8_avx512::int8_epilogue_outliers_f32, int8_avx512::quantize_rows_u8_static};
 
 bool verbose() {
   const char* v = std::getenv("ENCORE_VERBOSE");
@@ -351,6 +380,40 @@ void quantize_input(Scratch& s, const float* in, int64_t M, int64_t K, int qmax)
   });
 }
 
+// A static input range resolved for one Linear (Int8StaticInput).
+struct StaticQuant {
+  Int8StaticParams p;
+  std::vector<int64_t> columns;  // computed in f32
+};
+
+StaticQuant resolve_static(const Int8StaticInput& input, int64_t K, int qmax) {
+  ENCORE_CHECK(input.columns.size() <= static_cast<size_t>(kInt8MaxOutliers), "static int8: at most ",
+               kInt8MaxOutliers, " f32 input columns, got ", input.columns.size());
+  for (size_t i = 0; i < input.columns.size(); ++i)
+    ENCORE_CHECK(input.columns[i] >= 0 && input.columns[i] < K && (i == 0 || input.columns[i] > input.columns[i - 1]),
+                 "static int8: f32 input columns must be ascending indices in [0, ", K, ")");
+  return {int8_static_params(input.lo, input.hi, qmax), input.columns};
+}
+
+// Rows of in(M,K) quantized with the static parameters. The f32 columns are every row's outliers (exact values,
+// q = zero point): the epilogue adds value·wq[:, column]·w_scale, in the same pass, as for the dynamic path's
+// outliers (a column that is also one of the weight's f32 columns has wq = 0 there and gets its rank-C update).
+void quantize_static(const StaticQuant& sq, uint8_t* q, float* a_scale, int32_t* zp, Int8RowOutliers* outliers,
+                     const float* in, int64_t M, int64_t K, int qmax) {
+  int8_kernels().quantize_rows_u8_static(q, a_scale, in, M, K, K, sq.p.scale, sq.p.inv, sq.p.zp, qmax);
+  const int32_t C = static_cast<int32_t>(sq.columns.size());
+  for (int64_t r = 0; r < M; ++r) {
+    zp[r] = sq.p.zp;
+    outliers[r].count = C;
+    for (int32_t i = 0; i < C; ++i) {
+      const int64_t c = sq.columns[i];
+      outliers[r].index[i] = static_cast<int32_t>(c);
+      outliers[r].value[i] = in[r * K + c];
+      q[r * K + c] = static_cast<uint8_t>(sq.p.zp);
+    }
+  }
+}
+
 class OneDnnInt8Linear final : public PackedLinear {
  public:
   OneDnnInt8Linear(const Int8Weights& qw, const float* bias, int bits) {
@@ -394,6 +457,15 @@ class OneDnnInt8Linear final : public PackedLinear {
     });
   }
 
+  // A copy sharing the packed weights and primitives (quantize_static: the input's f32 columns are every row's
+  // outliers).
+  std::shared_ptr<const PackedLinear> with_static_int8_input(const Int8StaticInput& input) const override {
+    auto out = std::make_shared<OneDnnInt8Linear>(*this);
+    out->static_ = resolve_static(input, K, qmax_);
+    out->static_int8 = true;
+    return out;
+  }
+
  private:
   static constexpr int64_t kRowsPerThread = 64;
 
@@ -406,7 +478,8 @@ class OneDnnInt8Linear final : public PackedLinear {
     int32_t* acc = grown(s.acc, M * N);
     const Int8KernelTable& k8 = int8_kernels();
     const KernelTable& kt = kernels();
-    k8.quantize_rows_u8(q, a_scale, zp, outliers, in, M, K, K, qmax_);
+    if (static_) quantize_static(*static_, q, a_scale, zp, outliers, in, M, K, qmax_);
+    else k8.quantize_rows_u8(q, a_scale, zp, outliers, in, M, K, K, qmax_);
     if (!plain_.empty()) {
       gemm_u8s8s32_ref(acc, q, plain_.data(), M, K, N);
     } else {
@@ -457,18 +530,19 @@ class OneDnnInt8Linear final : public PackedLinear {
     dnnl::memory::desc scratchpad;
   };
   std::shared_ptr<const Primitive> get(int64_t M) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = prims_.find(M);
-    if (it != prims_.end()) return it->second;
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    auto it = cache_->prims.find(M);
+    if (it != cache_->prims.end()) return it->second;
     dnnl::primitive_attr attr;  // M from for_each_row_block's bounded set: the map stays small
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::primitive_desc pd = make_pd(M, K, N, packed_desc_, attr);
     auto p = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.scratchpad_desc()});
-    prims_.emplace(M, p);
+    cache_->prims.emplace(M, p);
     return p;
   }
 
   int qmax_ = 255;
+  std::optional<StaticQuant> static_;  // with_static_int8_input
   std::vector<float> w_scale_, bias_;
   std::vector<int32_t> wsum_;
   std::vector<int8_t> wq_t_;   // (K, N): weight columns for the outlier correction
@@ -477,9 +551,12 @@ class OneDnnInt8Linear final : public PackedLinear {
   std::vector<int8_t> plain_;  // reference mode only
   dnnl::memory::desc packed_desc_;
   PackedWeight packed_;
-  mutable std::mutex mutex_;
-  // shared_ptr: the primitive a caller holds stays valid whatever the map does meanwhile
-  mutable std::unordered_map<int64_t, std::shared_ptr<const Primitive>> prims_;
+  struct PrimitiveCache {
+    std::mutex mutex;
+    // shared_ptr: the primitive a caller holds stays valid whatever the map does meanwhile
+    std::unordered_map<int64_t, std::shared_ptr<const Primitive>> prims;
+  };
+  std::shared_ptr<PrimitiveCache> cache_ = std::make_shared<PrimitiveCache>();  // shared by static copies
 };
 
 // The same numbers without an int8 GEMM: x̂ = (q - zp)·a_scale (8-bit; outliers exact), ŵ = wq·w_scale,
@@ -498,10 +575,27 @@ class EmulatedInt8Linear final : public PackedLinear {
     inner_ = PackedLinear::create(deq.data(), bias, N, K, Precision::f32);
   }
 
+  std::shared_ptr<const PackedLinear> with_static_int8_input(const Int8StaticInput& input) const override {
+    auto out = std::make_shared<EmulatedInt8Linear>(*this);
+    out->static_ = resolve_static(input, K, 255);  // its f32 columns: outliers, exact x dequantized weights
+    out->static_int8 = true;
+    return out;
+  }
+
   void forward(float* out, const float* in, int64_t M, Act act) const override {
     if (M == 0) return;
     Scratch& s = scratch();
-    quantize_input(s, in, M, K, 255);
+    if (static_) {
+      uint8_t* q = grown(s.q, M * K);
+      float* scale = grown(s.scale, M);
+      int32_t* zp = grown(s.zp, M);
+      Int8RowOutliers* outliers = grown(s.outliers, M);
+      runtime::parallel_for(0, M, row_grain(K), [&](int64_t r0, int64_t r1) {
+        quantize_static(*static_, q + r0 * K, scale + r0, zp + r0, outliers + r0, in + r0 * K, r1 - r0, K, 255);
+      });
+    } else {
+      quantize_input(s, in, M, K, 255);
+    }
     float* xf = grown(s.xf, M * K);
     const uint8_t* q = s.q.data();
     const float* a_scale = s.scale.data();
@@ -520,10 +614,16 @@ class EmulatedInt8Linear final : public PackedLinear {
 
  private:
   std::vector<int64_t> columns_;
+  std::optional<StaticQuant> static_;
   std::shared_ptr<const PackedLinear> inner_;
 };
 
 }  // namespace
+
+std::shared_ptr<const PackedLinear> PackedLinear::with_static_int8_input(const Int8StaticInput&) const {
+  throw Error(std::string("static int8 input ranges apply to int8 Linears only, this one is ") +
+              precision_name(precision));
+}
 
 Int8Path int8_path_for_this_cpu() {
   static const Int8Path path = [] {

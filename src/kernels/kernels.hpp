@@ -165,6 +165,8 @@ const char* precision_name(Precision p);
 // - otherwise (no plain.keep, bf16, int8): packed at creation (then plain.after_pack runs, if set); `weight` may
 //   go as soon as create() returns.
 // ENCORE_PACK=eager packs every weight at creation (the lazy path off: to compare the two).
+struct Int8StaticInput;  // below (static int8)
+
 class PackedLinear {
  public:
   struct PlainWeight {
@@ -175,6 +177,10 @@ class PackedLinear {
                                                     Precision precision, PlainWeight plain = {});
   virtual ~PackedLinear() = default;
   virtual void forward(float* out, const float* in, int64_t M, Act act) const = 0;
+  // int8 only: the same Linear (sharing its prepared weights) with a fixed input range instead of per-call
+  // quantization (Int8StaticInput). Other precisions throw.
+  virtual std::shared_ptr<const PackedLinear> with_static_int8_input(const Int8StaticInput& input) const;
+  bool static_int8 = false;  // int8 with a static input range
   int64_t N = 0, K = 0;
   Precision precision = Precision::f32;
   bool native = true;  // false: bf16/int8 emulated with an f32 GEMM on bf16-rounded/dequantized weights
@@ -213,6 +219,9 @@ struct Int8Weights {
   bool operator==(const Int8Weights&) const = default;
 };
 Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K);
+// The indices k with colmax[k] > ratio·median (the lower median, rank (K-1)/2), the max_count largest, ascending:
+// the weight's f32 columns and static int8's f32 input channels.
+std::vector<int64_t> columns_above_median(const std::vector<float>& colmax, float ratio, int max_count);
 void dequantize_linear_int8(float* w, const Int8Weights& qw);  // the (N, K) f32 weight qw stands for
 // quantize_linear_int8(dequantize_linear_int8(qw)) == qw: what a quantized checkpoint needs to run exactly
 // like on-the-fly quantization. It fails only when a column max lies within rounding of the outlier-column
@@ -237,6 +246,20 @@ struct Int8RowOutliers {
 };
 void quantize_rows_u8_ref(uint8_t* q, float* scale, int32_t* zp, Int8RowOutliers* outliers, const float* x,
                           int64_t rows, int64_t K, int64_t ld_x, int qmax);
+// Static int8 (docs/quantization.md, "Static int8"): the input range [lo, hi] (lo <= 0 <= hi, finite) of a Linear
+// measured once on a calibration corpus. Every row is quantized with the same parameters - scale = (hi - lo)/qmax,
+// zp = clamp(round(-lo/scale), 0, qmax), as row_quant_params gives for that range - so there is no range scan and
+// no outlier search per call; values beyond [lo, hi] saturate to 0 or qmax. `columns` (ascending, < K): input
+// channels whose calibration range was far beyond the others; they are computed in f32 (their q is the zero
+// point, and x[:, columns]·w[:, columns]ᵀ is added after the GEMM, as for the weight's f32 columns).
+struct Int8StaticInput {
+  float lo = 0.f, hi = 0.f;
+  std::vector<int64_t> columns;
+};
+// q[r,k] = clamp(round_half_even(clamp(x[r,k]·inv, ±1e6)) + zp, 0, qmax) (NaN -> 0), and scale[r] = a_scale, or NaN for
+// a row holding a NaN/inf (its outputs become NaN, as in f32 and the dynamic path). inv = 1/a_scale.
+void quantize_rows_u8_static_ref(uint8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ld_x,
+                                 float a_scale, float inv, int32_t zp, int qmax);
 // out[m,n] = act((acc[m,n] - zp[m]·wsum[n]) · (a_scale[m]·w_scale[n]) + bias[n]); bias may be null.
 void int8_epilogue_f32_ref(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp,
                            const float* w_scale, const int32_t* wsum, const float* bias, int64_t rows, int64_t N,
@@ -260,6 +283,8 @@ struct Int8KernelTable {
   void (*int8_epilogue_outliers_f32)(float* out, const int32_t* acc, float a_scale, int32_t zp,
                                      const float* w_scale, const int32_t* wsum, const float* bias,
                                      const Int8RowOutliers& outliers, const int8_t* wq_t, int64_t N, Act act);
+  void (*quantize_rows_u8_static)(uint8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ld_x,
+                                  float a_scale, float inv, int32_t zp, int qmax);
 };
 const Int8KernelTable& int8_kernels();              // follows kernels(): same ISA, "ref" with ENCORE_KERNELS=ref
 const Int8KernelTable* int8_kernels_for(Isa isa);   // null if this CPU lacks the ISA
@@ -270,6 +295,12 @@ const Int8KernelTable& int8_kernels_ref();
 enum class Int8Path { automatic, native8, native7, emulated };
 std::shared_ptr<const PackedLinear> create_int8_linear(const float* weight, const float* bias, int64_t N, int64_t K,
                                                        Int8Path path = Int8Path::automatic);
+// The quantization parameters a static range gives (scale, 1/scale, zero point): row_quant_params(lo, hi).
+struct Int8StaticParams {
+  float scale, inv;
+  int32_t zp;
+};
+Int8StaticParams int8_static_params(float lo, float hi, int qmax);
 Int8Path int8_path_for_this_cpu();  // what automatic resolves to (oneDNN's effective ISA, DNNL_MAX_CPU_ISA included)
 const char* int8_path_name(Int8Path p);
 

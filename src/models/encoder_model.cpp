@@ -204,6 +204,23 @@ std::vector<std::string> StackedEncoder::layer_linear_weight_names() {
   return out;
 }
 
+std::vector<EncoderModel::LinearSlot> StackedEncoder::layer_linear_slots() {
+  std::vector<LinearSlot> out;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto names = [&](const char* local) {
+      std::vector<std::string> full;
+      for (const std::string& n : layer_names.hf_names(local)) full.push_back(hf_checkpoint_prefix + layer_prefixes[i] + n);
+      return full;
+    };
+    nn::TransformerEncoderLayer& l = layers[i];
+    out.push_back({names("self_attn.in_proj_weight"), &l.self_attn.packed_in_proj});
+    out.push_back({names("self_attn.out_proj.weight"), &l.self_attn.out_proj.packed});
+    out.push_back({names("linear1.weight"), &l.linear1.packed});
+    out.push_back({names("linear2.weight"), &l.linear2.packed});
+  }
+  return out;
+}
+
 void StackedEncoder::set_hf_dropout(double hidden, double attention_probs) {
   embeddings.dropout = hidden;
   for_each_layer([&](nn::TransformerEncoderLayer& l) {

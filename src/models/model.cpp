@@ -250,6 +250,7 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   model->info.model_type = type;
   model->eval();  // inference until AutoModel::train(); the loaders' layers are already in eval mode
   model->prepare_inference_weights(dtype);
+  if (quantized) apply_static_int8_ranges(*model, cfg, store, dtype);
   release_cached_memory();  // what preparation freed (the packed Q/K/V copies) goes back to the system
   if (quantized && std::getenv("ENCORE_VERBOSE") && std::string(std::getenv("ENCORE_VERBOSE")) == "1")
     std::fprintf(stderr, "encore: '%s' is an int8 checkpoint: %s\n", model_dir.c_str(),

@@ -131,6 +131,14 @@ class EncoderModel : public nn::Module {
   // The checkpoint names (with the checkpoint's prefix) of the encoder layers' Linear weights: query, key, value,
   // attention output, FFN in and out (what an int8 checkpoint quantizes; quantize.cpp).
   virtual std::vector<std::string> layer_linear_weight_names() = 0;
+  // The encoder layers' prepared GEMMs (set by prepare_inference_weights), each with the checkpoint names of the
+  // weights it computes (query, key and value share one): where static int8 records and applies input ranges
+  // (quantize.cpp). Empty: the family does not list them (static int8 is refused for it).
+  struct LinearSlot {
+    std::vector<std::string> names;
+    std::shared_ptr<const kernels::PackedLinear>* packed;
+  };
+  virtual std::vector<LinearSlot> layer_linear_slots() { return {}; }
   ModelInfo info;
 };
 
@@ -150,6 +158,9 @@ std::vector<std::string> encoder_linear_weight_names(const std::string& model_di
 std::optional<Tensor> take_int8_weight(const io::WeightStore& store, const std::string& name);
 // Validates config.json's "encore_quantization" entry; true for a quantized checkpoint.
 bool read_quantization_marker(const HfConfig& cfg);
+// A static-int8 checkpoint (its marker says "activations": "static"): validates every stored input range and, for
+// dtype int8, makes the model's int8 Linears use them (after prepare_inference_weights). No-op for other checkpoints.
+void apply_static_int8_ranges(EncoderModel& model, const HfConfig& cfg, const io::WeightStore& store, DType dtype);
 std::vector<std::string> registered_families();
 
 // Which prefix the base model's weights use in a checkpoint: "" (a base-model checkpoint) or base_prefix (a
@@ -335,6 +346,7 @@ class StackedEncoder : public EncoderModel {
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) override;
   HfExport export_hf() override;
   std::vector<std::string> layer_linear_weight_names() override;
+  std::vector<LinearSlot> layer_linear_slots() override;
 
  protected:
   void members(nn::Members& m) override;

@@ -9,7 +9,8 @@
 // with w[n, k] = q[n, k]·scale[n] outside those columns: exactly kernels::Int8Weights, so that requantizing the
 // dequantized weight at load gives back the very same q, scales and columns (checked per weight when writing;
 // a weight that would not come back exactly is stored F32 instead). Every other tensor is stored F32 (integer
-// tensors as they were), and config.json gets "encore_quantization": {"dtype": "int8", ...}.
+// tensors as they were), and config.json gets "encore_quantization": {"dtype": "int8", ...}. A static int8
+// checkpoint (--calibrate) adds each Linear's input range (static_int8.hpp) and "activations": "static".
 // kernels/ is used directly: the file format is the kernels' int8 weight form, defined once there.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +28,8 @@
 #include "io/safetensors_writer.hpp"
 #include "kernels/kernels.hpp"
 #include "models/model.hpp"
+#include "models/static_int8.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace encore::models {
 
@@ -129,7 +132,8 @@ std::optional<Tensor> take_int8_weight(const io::WeightStore& store, const std::
 
 namespace encore {
 
-QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::string& out_dir, DType dtype) {
+QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::string& out_dir, DType dtype,
+                                    const QuantizeOptions& options) {
   using namespace models;
   ENCORE_CHECK(dtype == DType::i8, "quantize: only int8 checkpoints are supported, got ", dtype_name(dtype));
   ENCORE_CHECK(fs::is_directory(model_dir), "model directory '", model_dir, "' does not exist");
@@ -143,6 +147,12 @@ QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::str
   ENCORE_CHECK(fs::is_directory(parent), "quantize: the parent directory of '", out_dir, "' does not exist");
   const HfConfig cfg = HfConfig::load(model_dir);
   ENCORE_CHECK(!cfg.has("encore_quantization"), "quantize: '", model_dir, "' is already a quantized checkpoint");
+  const bool calibrated = !options.calibration_texts.empty();
+  for (size_t i = 0; i < options.calibration_texts.size(); ++i)
+    ENCORE_CHECK_AS(InputError, tok::is_valid_utf8(options.calibration_texts[i]), "quantize: calibration text ", i + 1,
+                    " is not valid UTF-8");
+  std::map<std::string, kernels::Int8StaticInput> ranges;
+  if (calibrated) ranges = calibrate_input_ranges(model_dir, options);
 
   const std::vector<std::string> linear_names = encoder_linear_weight_names(model_dir);
   const std::set<std::string> linear(linear_names.begin(), linear_names.end());
@@ -152,7 +162,7 @@ QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::str
   std::deque<Tensor> keep;                     // f32 tensors being written
   std::deque<kernels::Int8Weights> quantized;  // int8 weights being written
   for (const std::string& name : store.names()) {
-    for (const std::string* suffix : {&kScale, &kColumns, &kColumnValues})
+    for (const std::string* suffix : {&kScale, &kColumns, &kColumnValues, &kInt8InputRange, &kInt8InputColumns})
       ENCORE_CHECK(name.size() < suffix->size() || name.compare(name.size() - suffix->size(), suffix->size(), *suffix),
                    "quantize: '", model_dir, "' has a tensor named '", name, "', a name quantized checkpoints reserve");
     const io::TensorInfo& info = store.info(name);
@@ -187,6 +197,19 @@ QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::str
   }
   ENCORE_CHECK(summary.quantized + static_cast<int64_t>(summary.kept_f32.size()) == static_cast<int64_t>(linear.size()),
                "quantize: internal error: not every encoder Linear weight was found in '", model_dir, "'");
+  for (const std::string& name : calibrated ? linear_names : std::vector<std::string>{}) {
+    auto it = ranges.find(name);
+    ENCORE_CHECK(it != ranges.end(), "quantize: internal error: calibration gave no input range for '", name, "'");
+    const kernels::Int8StaticInput& in = it->second;
+    const float lo_hi[2] = {in.lo, in.hi};
+    const float* range = keep.emplace_back(Tensor::from_floats({2}, lo_hi)).data<float>();
+    tensors.push_back({name + kInt8InputRange, io::StDType::F32, {2}, range, 8});
+    const int64_t C = static_cast<int64_t>(in.columns.size());
+    if (C > 0)
+      tensors.push_back({name + kInt8InputColumns, io::StDType::I64, {C}, in.columns.data(), static_cast<uint64_t>(8 * C)});
+    ++summary.static_ranges;
+    summary.f32_input_channels += C;
+  }
 
   // Everything goes to a temporary sibling directory renamed into place at the end: no half-written output.
   std::string tmp_name = ".";  // appended piecewise: GCC 12's -Wrestrict misfires on "." + std::string&&
@@ -211,10 +234,20 @@ QuantizeSummary quantize_checkpoint(const std::string& model_dir, const std::str
     Json config = cfg.json();
     config["encore_quantization"] = {{"dtype", "int8"},
                                      {"format_version", kFormatVersion},
-                                     {"scheme", "weights: int8 symmetric per output channel, outlier input columns "
-                                                "f32; activations quantized per token at run time"},
+                                     {"scheme", calibrated
+                                                    ? "weights: int8 symmetric per output channel, outlier input columns "
+                                                      "f32; activations: a static range per Linear input from a "
+                                                      "calibration corpus, outlier input channels f32"
+                                                    : "weights: int8 symmetric per output channel, outlier input columns "
+                                                      "f32; activations quantized per token at run time"},
+                                     {"activations", calibrated ? "static" : "dynamic"},
                                      {"quantized_linear_weights", summary.quantized},
                                      {"f32_linear_weights", summary.kept_f32.size()}};
+    if (calibrated) {
+      config["encore_quantization"]["range_rule"] = options.range_rule;
+      config["encore_quantization"]["f32_channel_ratio"] = options.f32_channel_ratio;
+      config["encore_quantization"]["calibration_texts"] = options.calibration_texts.size();
+    }
     {
       std::ofstream f(t / "config.json");
       f << config.dump(2) << "\n";

@@ -24,30 +24,15 @@
 
 #include "encore/error.hpp"
 #include "kernels/kernels.hpp"
+#include "int8_test_helpers.hpp"
 
 using namespace encore::kernels;
+using namespace int8_test;
 
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f, float mean = 0.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(mean, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<const Int8KernelTable*> int8_tables() {
-  std::vector<const Int8KernelTable*> out;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
-    if (const Int8KernelTable* t = int8_kernels_for(isa)) out.push_back(t);
-  return out;
-}
-
 const int64_t kSizes[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 100, 384, 768, 1001};
 const Act kActs[] = {Act::none, Act::relu, Act::gelu_erf, Act::gelu_tanh, Act::silu, Act::tanh};
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
 // Massive values injected per row in variant 4: one, a few, the most a row may have, one too many.
 const int64_t kOutlierCounts[4] = {1, 3, kInt8MaxOutliers, kInt8MaxOutliers + 1};
@@ -262,30 +247,12 @@ namespace {
 // (ref, with the rows' outliers), f32 columns in double, then the activation.
 std::vector<float> int8_linear_reference(const std::vector<float>& x, int64_t M, int64_t K, const Int8Weights& qw,
                                          const float* bias, Act act, int qmax) {
-  const int64_t N = qw.N, C = static_cast<int64_t>(qw.columns.size());
   std::vector<uint8_t> q(M * K);
   std::vector<float> scale(M);
-  std::vector<int32_t> zp(M), acc(M * N), wsum(N, 0);
+  std::vector<int32_t> zp(M);
   std::vector<Int8RowOutliers> outliers(M);
-  std::vector<int8_t> wq_t(K * N);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; ++k) {
-      wsum[n] += qw.q[n * K + k];
-      wq_t[k * N + n] = qw.q[n * K + k];
-    }
   quantize_rows_u8_ref(q.data(), scale.data(), zp.data(), outliers.data(), x.data(), M, K, K, qmax);
-  gemm_u8s8s32_ref(acc.data(), q.data(), qw.q.data(), M, K, N);
-  std::vector<float> y(M * N);
-  for (int64_t m = 0; m < M; ++m) {
-    int8_epilogue_outliers_f32_ref(y.data() + m * N, acc.data() + m * N, scale[m], zp[m], qw.scale.data(), wsum.data(),
-                                   bias, outliers[m], wq_t.data(), N, Act::none);
-    for (int64_t n = 0; n < N; ++n) {
-      double s = y[m * N + n];
-      for (int64_t i = 0; i < C; ++i) s += double(x[m * K + qw.columns[i]]) * qw.column_values[n * C + i];
-      y[m * N + n] = act_scalar(static_cast<float>(s), act);
-    }
-  }
-  return y;
+  return int8_linear_from_codes(q, scale, zp, outliers, x, M, K, qw, bias, act);
 }
 
 struct LinearCase {
@@ -310,13 +277,6 @@ void make_case(const LinearCase& c, std::vector<float>& x, std::vector<float>& w
     if (c.K > 20)
       for (int64_t n = 0; n < c.N; ++n) w[n * c.K + c.K / 2] *= 50.f;  // an outlier weight column
   }
-}
-
-double max_scaled_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double e = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    e = std::max(e, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
-  return e;
 }
 
 }  // namespace

@@ -124,3 +124,28 @@ void int8_epilogue_outliers_f32(float* out, const int32_t* acc, float a_scale, i
     out[n] = act_scalar(v * (a_scale * w_scale[n]) + (bias ? bias[n] : 0.f) + w_scale[n] * c, act);
   }
 }
+
+void quantize_rows_u8_static(uint8_t* q, float* scale, const float* x, int64_t rows, int64_t K, int64_t ld_x,
+                             float a_scale, float inv, int32_t zp, int qmax) {
+  const RowQuant p{a_scale, inv, zp};
+  const Vec vinv = set1(inv), lo = set1(-1e6f), hi = set1(1e6f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld_x;
+    uint8_t* qr = q + r * K;
+    // q = clamp(round(clamp(x·inv, ±1e6)) + zp, 0, qmax): vmax(NaN, -1e6) is -1e6, as quantize_one's NaN;
+    // check = sum(x·0) is NaN iff some x is NaN or ±inf
+    Vec vcheck = set1(0.f);
+    float check = 0.f;
+    int64_t k = 0;
+    for (; k + kWidth <= K; k += kWidth) {
+      const Vec v = load(xr + k);
+      vcheck = add(vcheck, mul(v, set1(0.f)));
+      store_u8(qr + k, vmin(vmax(mul(v, vinv), lo), hi), zp, qmax);
+    }
+    for (; k < K; ++k) {
+      check += xr[k] * 0.f;
+      qr[k] = quantize_one(xr[k], p, qmax);
+    }
+    scale[r] = check + reduce_add(vcheck) == 0.f ? a_scale : std::numeric_limits<float>::quiet_NaN();
+  }
+}
