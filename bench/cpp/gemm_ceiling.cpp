@@ -17,6 +17,9 @@
 // 768 x 2304 packed Q/K/V, 768 x 768 attention output, 768 x 3072 and 3072 x 768 feed-forward) for 1, 8 and 32
 // sequences of 128 tokens (M = 128, 1024, 4096). FLOP count 2·M·K·N. int8 is the whole int8 Linear as the
 // encoder runs it: activations quantized per call, the u8 x s8 GEMM, dequantization, bias and outlier columns.
+// int8-static is the same Linear with a static input range (`encore quantize --calibrate`: no range scan or outlier
+// search per call); int8-static-2ch also has 2 f32 input channels (what calibration finds in many MiniLM GEMMs),
+// which run as every row's outliers in the epilogue.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -125,7 +128,8 @@ BENCHMARK(VnniPeakAvx2)->Name("VnniPeak/avx2")->UseRealTime()->Unit(benchmark::k
 BENCHMARK(FmaPeakAvx512)->Name("FmaPeak/avx512")->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(FmaPeakAvx2)->Name("FmaPeak/avx2")->UseRealTime()->Unit(benchmark::kMillisecond);
 
-void PackedLinear(benchmark::State& state, encore::kernels::Precision precision) {
+// static_channels < 0: as prepared (dynamic int8); >= 0: int8 with a static input range and that many f32 channels
+void PackedLinear(benchmark::State& state, encore::kernels::Precision precision, int static_channels = -1) {
   const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
   std::mt19937 rng(0);
   std::normal_distribution<float> normal;
@@ -133,7 +137,14 @@ void PackedLinear(benchmark::State& state, encore::kernels::Precision precision)
   for (float& x : in) x = normal(rng);
   for (float& x : weight) x = 0.02f * normal(rng);
   for (float& x : bias) x = normal(rng);
-  const auto linear = encore::kernels::PackedLinear::create(weight.data(), bias.data(), N, K, precision);
+  auto linear = encore::kernels::PackedLinear::create(weight.data(), bias.data(), N, K, precision);
+  if (static_channels >= 0) {
+    encore::kernels::Int8StaticInput range;
+    range.lo = -4.5f;  // the inputs are standard normal: 4.5 sigma
+    range.hi = 4.5f;
+    for (int c = 0; c < static_channels; ++c) range.columns.push_back(c * (K / static_channels));
+    linear = linear->with_static_int8_input(range);
+  }
   if (!linear->native) {
     state.SkipWithError("no native GEMM for this dtype on this CPU");
     return;
@@ -157,6 +168,10 @@ BENCHMARK_CAPTURE(PackedLinear, fp32, encore::kernels::Precision::f32)
 BENCHMARK_CAPTURE(PackedLinear, bf16, encore::kernels::Precision::bf16)
     ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(PackedLinear, int8, encore::kernels::Precision::int8)
+    ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(PackedLinear, int8-static, encore::kernels::Precision::int8, 0)
+    ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(PackedLinear, int8-static-2ch, encore::kernels::Precision::int8, 2)
     ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The per-call activation quantization alone (range scan, outlier search and u8 quantization of M rows of K,
@@ -183,6 +198,29 @@ void QuantizeRowsU8(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(4.0 * M * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(QuantizeRowsU8)->Args({1024, 768})->Args({1024, 3072})->Args({4096, 768})->Args({4096, 3072})
+    ->ArgNames({"M", "K"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The static int8 quantization of the same rows: fixed parameters (range [-4.5, 4.5]), one pass.
+void QuantizeRowsU8Static(benchmark::State& state) {
+  const int64_t M = state.range(0), K = state.range(1);
+  std::mt19937 rng(0);
+  std::normal_distribution<float> normal;
+  std::vector<float> in(M * K);
+  for (float& x : in) x = normal(rng);
+  std::vector<uint8_t> q(M * K);
+  std::vector<float> scale(M);
+  const auto p = encore::kernels::int8_static_params(-4.5f, 4.5f, 255);
+  const auto& k8 = encore::kernels::int8_kernels();
+  for (auto _ : state) {
+    encore::runtime::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
+      k8.quantize_rows_u8_static(q.data() + r0 * K, scale.data() + r0, in.data() + r0 * K, r1 - r0, K, K, p.scale,
+                                 p.inv, p.zp, 255);
+    });
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(4.0 * M * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(QuantizeRowsU8Static)->Args({1024, 768})->Args({1024, 3072})->Args({4096, 768})->Args({4096, 3072})
     ->ArgNames({"M", "K"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
