@@ -82,7 +82,8 @@ def measure(encore_bin: str, mdir: str, dtype: str, files, threads: int) -> dict
         sys.exit(f"bench/task_accuracy.py: encore accuracy failed ({res.returncode}): {res.stderr}")
     out = json.loads(res.stdout)
     out["seconds"] = time.time() - t0
-    out["label"] = dtype
+    if dtype == "int8-static":
+        out["label"] = "int8 static"
     return out
 
 
