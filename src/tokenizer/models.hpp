@@ -21,11 +21,12 @@ struct StringHash {
 template <class V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
-// Move-only: by_id points into to_token's nodes, which a move keeps and a copy would not.
+// id -> token is by_id (an array, when the ids are dense: the largest below 2 x the number of ids + 1024) or else
+// to_token. Move-only (a vocabulary is large; nothing needs a copy).
 struct Vocab {
   TokenIndex to_id;
-  std::unordered_map<int64_t, std::string> to_token;
-  std::vector<const std::string*> by_id;  // to_token as an array when the ids are dense (index_ids), else empty
+  std::unordered_map<int64_t, std::string> to_token;  // sparse ids (and while read_vocab(json) fills it)
+  std::vector<std::optional<std::string>> by_id;      // dense ids; nullopt: no token has that id
 
   Vocab() = default;
   Vocab(Vocab&&) = default;
@@ -36,8 +37,9 @@ struct Vocab {
   std::optional<int64_t> find(std::string_view token) const;
   std::optional<std::string> token(int64_t id) const;
   const std::string* token_ref(int64_t id) const;  // nullptr: no such id
-  // Fills by_id once to_token is complete, if the largest id is below 2 x the number of ids + 1024.
+  // Moves to_token into by_id once it is complete, if the ids are dense.
   void index_ids();
+  static bool dense(int64_t max_id, size_t n_ids) { return max_id >= 0 && static_cast<size_t>(max_id) < 2 * n_ids + 1024; }
 };
 
 // {"token": id, ...}
