@@ -67,7 +67,10 @@ namespace {
 // its members are valid ids, and floats as serde_json does.
 class TokenizerJsonSax {
  public:
-  TokenizerJsonSax(TokenizerJson& out, bool flat_vocab) : out_(out), want_flat_(flat_vocab) {}
+  // text_size bounds the number of vocabulary members (each takes at least 5 bytes, `"":0,`), so the flat
+  // vocabulary is allocated once instead of growing by doubling.
+  TokenizerJsonSax(TokenizerJson& out, bool flat_vocab, size_t text_size)
+      : out_(out), want_flat_(flat_vocab), max_members_(text_size / 5 + 1) {}
 
   bool null() { return value(nullptr); }
   bool boolean(bool v) { return value(v); }
@@ -99,6 +102,7 @@ class TokenizerJsonSax {
     if (is_vocab) {
       capturing_ = true;
       out_.flat_vocab = true;
+      out_.vocab.reserve(max_members_);
       vocab_ = obj;
     }
     return true;
@@ -138,6 +142,7 @@ class TokenizerJsonSax {
  private:
   TokenizerJson& out_;
   bool want_flat_;
+  size_t max_members_;
   std::vector<json*> stack_;   // the open objects and arrays, innermost last
   json* element_ = nullptr;    // where the next value of the innermost object goes
   json* model_ = nullptr;      // the root's "model" object
@@ -174,7 +179,7 @@ class TokenizerJsonSax {
 TokenizerJson read(std::string_view text, const std::string& source, bool flat_vocab) {
   try {
     TokenizerJson out;
-    TokenizerJsonSax sax(out, flat_vocab);
+    TokenizerJsonSax sax(out, flat_vocab, text.size());
     json::sax_parse(text.begin(), text.end(), &sax);
     return out;
   } catch (const json::exception& e) {  // parse errors and numbers out of range (1e999)

@@ -25,7 +25,9 @@ Vocab read_vocab(const json& j, const std::string& path) {
 
 Vocab read_vocab(const VocabEntries& entries) {
   Vocab v;
-  v.to_id.reserve(entries.size());
+  size_t bytes = 0;
+  for (const auto& entry : entries) bytes += entry.first.size();
+  v.to_id.reserve(entries.size(), bytes);
   int64_t max_id = -1;
   for (const auto& [token, id] : entries) {
     v.to_id.assign(token, id);

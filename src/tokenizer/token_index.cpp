@@ -24,10 +24,11 @@ void TokenIndex::assign(std::string_view token, int64_t id) {
   }
 }
 
-void TokenIndex::reserve(size_t n) {
+void TokenIndex::reserve(size_t n, size_t bytes) {
   size_t want = slots_.empty() ? 64 : slots_.size();
   while (want < 2 * n) want *= 2;
   if (want > slots_.size()) rehash(want);
+  arena_.reserve(bytes);
 }
 
 void TokenIndex::grow() { rehash(slots_.empty() ? 64 : slots_.size() * 2); }

@@ -27,8 +27,8 @@ class TokenIndex {
     }
   }
   size_t size() const { return size_; }
-  // Room for n tokens without rehashing (a load of at most 1/2).
-  void reserve(size_t n);
+  // Room for n tokens without rehashing (a load of at most 1/2), and for `bytes` of token text.
+  void reserve(size_t n, size_t bytes = 0);
   // f(token, id) for every token, in no particular order.
   template <class F>
   void for_each(F&& f) const {

@@ -23,6 +23,10 @@ class ByteTrie {
   // The same over views (the bytes need only live while the constructor runs).
   explicit ByteTrie(const std::vector<std::string_view>& keys) {
     const std::vector<uint32_t> order = sorted_order(keys);
+    size_t bytes = 0;  // every node but the root is the last byte of some key's prefix: at most this many
+    for (std::string_view k : keys) bytes += k.size();
+    nodes_.reserve(bytes + 1);
+    edges_.reserve(bytes);
     nodes_.push_back(Node{});
     std::vector<Group> groups;
     build(keys, order, groups, 0, 0, order.size(), 0);
