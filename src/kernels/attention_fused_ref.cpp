@@ -2,6 +2,7 @@
 // computes, one query at a time, written for clarity. Its only buffer is one row of S scores.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -9,10 +10,83 @@
 
 namespace encore::kernels {
 
-int64_t attention_fused_scratch_floats(int64_t T, int64_t Dk) {
-  // K tile transposed (Dk, kAttentionKeyTile), scores (kAttentionQueryTile, kAttentionKeyTile), running max and
-  // sum (T each); the key tile is a multiple of every vector width, so no padding is needed.
-  return Dk * kAttentionKeyTile + kAttentionQueryTile * kAttentionKeyTile + 2 * T;
+int64_t attention_fused_scratch_floats(int64_t T, int64_t D) {
+  // K tile transposed (D, kAttentionKeyTile), scores (kAttentionQueryTile, kAttentionKeyTile), running max and
+  // sum (T each); the key tile is a multiple of every vector width, so no padding is needed. The bf16 kernel adds,
+  // in u32 bf16 pairs: the K tile (ceil(D/2), kAttentionKeyTile), the V tile (kAttentionKeyTile/2, D rounded up to
+  // 16), Q (T, ceil(D/2)) and the probabilities (kAttentionQueryTile, kAttentionKeyTile/2).
+  const int64_t kKT = kAttentionKeyTile, kQT = kAttentionQueryTile, D2 = (D + 1) / 2;
+  const int64_t f32 = D * kKT + kQT * kKT + 2 * T;
+  return f32 + D2 * kKT + kKT / 2 * ((D + 15) / 16 * 16) + T * D2 + kQT * kKT / 2;
+}
+
+uint16_t round_bf16_daz_ref(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);  // zero or denormal: ±0
+  if ((u & 0x7f800000u) == 0x7f800000u)  // inf stays inf, NaN stays a (quiet) NaN
+    return static_cast<uint16_t>((u >> 16) | ((u & 0x007fffffu) ? 0x40u : 0u));
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
+}
+
+namespace {
+
+float bf16_value(float x) {
+  const uint32_t u = static_cast<uint32_t>(round_bf16_daz_ref(x)) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+void attention_fused_bf16_ref(const AttentionBlock& a, float* /*scratch*/) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const int64_t kKT = kAttentionKeyTile;
+  const int64_t s_end = a.causal ? std::min(a.S, a.q_start + a.T) : a.S;
+  std::vector<float> y(static_cast<size_t>(kKT)), acc(static_cast<size_t>(a.Dv));
+  for (int64_t i = 0; i < a.T; ++i) {
+    float m = neg_inf, l = 0.f;
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t j0 = 0; j0 < s_end; j0 += kKT) {
+      const int64_t nk = std::min(kKT, s_end - j0);
+      const int64_t limit = std::clamp<int64_t>(a.causal ? a.q_start + i + 1 - j0 : nk, 0, nk);
+      // y_j = scale·(bf16(q_i)·bf16(k_j)) + bias[i,j] + key_mask[j] ; mx = max_j y_j
+      float mx = neg_inf;
+      for (int64_t j = 0; j < limit; ++j) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < a.Dk; ++d)
+          dot += static_cast<double>(bf16_value(a.q[i * a.ld_q + d])) * bf16_value(a.k[(j0 + j) * a.ld_k + d]);
+        float s = static_cast<float>(dot) * a.scale;
+        if (a.bias) s += a.bias[i * a.ld_bias + j0 + j];
+        if (a.key_mask) s += a.key_mask[j0 + j];
+        y[j] = s;
+        mx = std::max(mx, s);
+      }
+      if (mx == neg_inf) continue;  // nothing to attend to in this tile
+      // m' = max(m, mx) ; p_j = exp(y_j - m') ; l = l·exp(m - m') + sum_j p_j ;
+      // acc = acc·exp(m - m') + sum_j bf16(p_j)·bf16(v_j)
+      const float m_new = std::max(m, mx);
+      const float alpha = m == neg_inf ? 0.f : std::exp(m - m_new);
+      float sum = 0.f;
+      for (int64_t j = 0; j < limit; ++j) {
+        y[j] = std::exp(y[j] - m_new);
+        sum += y[j];
+      }
+      l = l * alpha + sum;
+      for (int64_t d = 0; d < a.Dv; ++d) {
+        double pv = 0.0;
+        for (int64_t j = 0; j < limit; ++j)
+          pv += static_cast<double>(bf16_value(y[j])) * bf16_value(a.v[(j0 + j) * a.ld_v + d]);
+        acc[d] = (m == neg_inf ? 0.f : acc[d] * alpha) + static_cast<float>(pv);
+      }
+      m = m_new;
+    }
+    // out = acc / l ; zeros when the query attended to nothing
+    float* o = a.out + i * a.ld_out;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (int64_t d = 0; d < a.Dv; ++d) o[d] = acc[d] * inv;
+  }
 }
 
 void attention_fused_f32_ref(const AttentionBlock& a, float* /*scratch*/) {

@@ -31,6 +31,7 @@ KernelTable make_ref_table(const char* name, bool onednn_gemm) {
   t.gated_f32 = gated_f32_ref;
   t.add_f32 = add_f32_ref;
   t.attention_fused_f32 = attention_fused_f32_ref;
+  t.attention_fused_bf16 = attention_fused_bf16_ref;
   t.add_layernorm_f32 = add_layernorm_f32_ref;
   t.convert_f32_to_bf16 = convert_f32_to_bf16_ref;
   t.rotary_f32 = rotary_f32_ref;
@@ -85,6 +86,10 @@ const KernelTable& choose() {
                  "unless weights are requested or ENCORE_ATTENTION=unfused\n",
                  t == &table_ref() || t == &table_scalar() ? "scalar reference" : t->name,
                  static_cast<long long>(kAttentionQueryTile), static_cast<long long>(kAttentionKeyTile));
+    std::fprintf(stderr, "encore: attention of bf16/int8 models: %s\n",
+                 t->attention_fused_bf16 == t->attention_fused_f32 ? "fp32 (this kernel table has no bf16 dot product)"
+                 : t == &table_ref() || t == &table_scalar()       ? "bf16 matmuls, scalar reference"
+                                                                    : "bf16 matmuls (avx512-bf16 vdpbf16ps)");
   }
   return *t;
 }
@@ -98,6 +103,10 @@ Isa detected_isa() {
     return Isa::avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
   return Isa::scalar;
+}
+
+bool cpu_has_avx512_bf16() {
+  return detected_isa() == Isa::avx512 && __builtin_cpu_supports("avx512bf16");
 }
 
 const KernelTable& kernels() {

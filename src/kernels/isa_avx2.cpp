@@ -33,6 +33,7 @@ KernelTable make_avx2_table() {
   t.gated_f32 = avx2::gated_f32;
   t.add_f32 = avx2::add_f32;
   t.attention_fused_f32 = avx2::attention_fused_f32;
+  t.attention_fused_bf16 = avx2::attention_fused_f32;  // no bf16 dot product: exact fp32
   t.add_layernorm_f32 = avx2::add_layernorm_f32;
   t.convert_f32_to_bf16 = avx2::convert_f32_to_bf16;
   t.rotary_f32 = avx2::rotary_f32;

@@ -24,6 +24,8 @@ namespace encore::kernels::avx512 {
 ENCORE_TARGET_END
 
 namespace encore::kernels {
+void attention_fused_bf16_avx512(const AttentionBlock& a, float* scratch);  // attention_bf16_avx512.cpp
+
 KernelTable make_avx512_table() {
   KernelTable t{};
   t.name = "avx512";
@@ -36,6 +38,7 @@ KernelTable make_avx512_table() {
   t.gated_f32 = avx512::gated_f32;
   t.add_f32 = avx512::add_f32;
   t.attention_fused_f32 = avx512::attention_fused_f32;
+  t.attention_fused_bf16 = cpu_has_avx512_bf16() ? attention_fused_bf16_avx512 : avx512::attention_fused_f32;
   t.add_layernorm_f32 = avx512::add_layernorm_f32;
   t.convert_f32_to_bf16 = avx512::convert_f32_to_bf16;
   t.rotary_f32 = avx512::rotary_f32;

@@ -7,12 +7,16 @@
 #if defined(__clang__)
 #define ENCORE_TARGET_BEGIN_AVX512 \
   _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512dq,avx512bw,avx512vl,avx2,fma\"))), apply_to = function)")
+#define ENCORE_TARGET_BEGIN_AVX512_BF16 \
+  _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512dq,avx512bw,avx512vl,avx512bf16,avx2,fma\"))), apply_to = function)")
 #define ENCORE_TARGET_BEGIN_AVX2 \
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma\"))), apply_to = function)")
 #define ENCORE_TARGET_END _Pragma("clang attribute pop")
 #else
 #define ENCORE_TARGET_BEGIN_AVX512 \
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512dq,avx512bw,avx512vl,avx2,fma\")")
+#define ENCORE_TARGET_BEGIN_AVX512_BF16 \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512dq,avx512bw,avx512vl,avx512bf16,avx2,fma\")")
 #define ENCORE_TARGET_BEGIN_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")")
 #define ENCORE_TARGET_END _Pragma("GCC pop_options")
 #endif

@@ -58,6 +58,10 @@ struct KernelTable {
   // Fused attention over one (sequence, head) block, see AttentionBlock; scratch holds
   // attention_fused_scratch_floats(T, Dk) floats.
   void (*attention_fused_f32)(const AttentionBlock& a, float* scratch);
+  // The same with bf16 matmuls (see attention_fused_bf16_ref for what is rounded where): AVX512-BF16 vdpbf16ps
+  // where the CPU has it; elsewhere this entry is the table's attention_fused_f32 (exact fp32, no rounding), except
+  // in the ref/scalar tables, whose entry is the rounding reference itself.
+  void (*attention_fused_bf16)(const AttentionBlock& a, float* scratch);
   // Residual + LayerNorm, row by row while the row is in L1: s = a + b (written to sum when non-null, else
   // held in out), then out = layernorm(s) exactly as layernorm_forward_f32 computes it, so the result is bit for
   // bit add_f32 followed by layernorm_forward_f32. out and sum may each alias a or b, not each other.
@@ -103,8 +107,22 @@ struct AttentionBlock {
 };
 constexpr int64_t kAttentionQueryTile = 32;
 constexpr int64_t kAttentionKeyTile = 128;
-int64_t attention_fused_scratch_floats(int64_t T, int64_t Dk);
+// Scratch of one fused call of either precision, D = max(Dk, Dv).
+int64_t attention_fused_scratch_floats(int64_t T, int64_t D);
 void attention_fused_f32_ref(const AttentionBlock& a, float* scratch);
+// bf16-matmul attention (the bf16 and int8 dtypes' attention, ops::AttentionPrecisionScope), one query at a time
+// over the key tiles [j0, j0 + kAttentionKeyTile) the fast kernel visits, rounding exactly where it does:
+//   y_j = scale·sum_d bf16(q[i,d])·bf16(k[j,d]) + bias[i,j] + key_mask[j]      (products exact, fp32 sum)
+//   per tile: m' = max(m, max_j y_j) ; p_j = exp(y_j - m') (fp32) ; l = l·exp(m - m') + sum_j p_j (fp32)
+//             acc = acc·exp(m - m') + sum_j bf16(p_j)·bf16(v[j,:])              (products exact, fp32 sum)
+//   out = acc / l
+// bf16() is round_bf16_daz_ref. Softmax, masks and the normalisation stay fp32; only the four matmul operands
+// are rounded (relative error <= 2^-9 each). A fast kernel may differ from this by fp32 summation order, which
+// can flip the rounding of a p_j: tests/cpp/test_attention_fused.cpp states the tolerance.
+void attention_fused_bf16_ref(const AttentionBlock& a, float* scratch);
+// f32 -> bf16 bits as vcvtneps2bf16 rounds: nearest even, zero and denormal inputs to ±0, NaN quiet.
+uint16_t round_bf16_daz_ref(float x);
+bool cpu_has_avx512_bf16();  // AVX512-BF16 (vdpbf16ps, vcvtneps2bf16)
 
 const KernelTable& kernels();      // the active table (decided once, logged with ENCORE_VERBOSE=1)
 const KernelTable& kernels_ref();  // scalar reference twins

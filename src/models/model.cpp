@@ -256,6 +256,13 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
     std::fprintf(stderr, "encore: '%s' is an int8 checkpoint: %s\n", model_dir.c_str(),
                  dtype == DType::i8 ? "int8 as quantized" : "its dequantized weights run in the requested dtype");
   model->info.dtype = dtype_name(dtype);
+  // The one place a model's dtype picks its attention precision (the fused kernel's contract:
+  // kernels::attention_fused_bf16_ref). fp32 keeps exact fp32 attention. bf16 and int8 round the matmul inputs
+  // to bf16, except int8 without VNNI: its 7-bit activations already spend the int8 accuracy budget (MiniLM min
+  // cosine 0.99553 vs the 0.995 requirement, tests/python/test_int8.py; bf16 attention took it to 0.99447), and a
+  // real CPU without VNNI has no AVX512-BF16 either, so there this changes nothing but the emulation in tests.
+  model->bf16_attention = dtype == DType::bf16 ||
+                          (dtype == DType::i8 && kernels::int8_path_for_this_cpu() == kernels::Int8Path::native8);
   model->info.stored_dtype = quantized ? "int8" : "float32";
   if (cfg.has("architectures") && cfg.json()["architectures"].is_array() && !cfg.json()["architectures"].empty() &&
       cfg.json()["architectures"][0].is_string())
@@ -557,6 +564,7 @@ std::vector<AutoModel::Family> AutoModel::supported_families() {
 ModelOutput AutoModel::forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
                                const ForwardOptions& options) const {
   models::check_inputs(input_ids, attention_mask, token_type_ids);
+  const ops::AttentionPrecisionScope attention_precision(impl_->bf16_attention);  // decided by load_model
   return impl_->forward(input_ids, attention_mask, token_type_ids, options);
 }
 

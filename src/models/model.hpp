@@ -140,6 +140,9 @@ class EncoderModel : public nn::Module {
   };
   virtual std::vector<LinearSlot> layer_linear_slots() { return {}; }
   ModelInfo info;
+  // Whether the inference forward runs attention's matmuls in bf16 (AutoModel::forward opens an
+  // ops::AttentionPrecisionScope from it); load_model decides, from the dtype.
+  bool bf16_attention = false;
 };
 
 using Loader = std::unique_ptr<EncoderModel> (*)(const HfConfig&, const io::WeightStore&);

@@ -19,10 +19,13 @@ namespace encore::ops {
 
 namespace {
 
-bool unfused_requested() {
+bool attention_env_is(const char* value) {
   const char* v = std::getenv("ENCORE_ATTENTION");
-  return v && std::strcmp(v, "unfused") == 0;
+  return v && std::strcmp(v, value) == 0;
 }
+bool unfused_requested() { return attention_env_is("unfused"); }
+
+thread_local bool t_bf16_matmuls = false;  // AttentionPrecisionScope
 
 // One sequence of a fused call: where its rows start in q, k, v and out, how many queries and keys count,
 // and its additive key mask (null when its padding was turned into a shorter key range).
@@ -91,7 +94,8 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
     return static_cast<int64_t>(std::lower_bound(cost_before.begin(), cost_before.end(), target) - cost_before.begin());
   };
   const auto& kt = kernels::kernels();
-  const int64_t scratch_floats = kernels::attention_fused_scratch_floats(longest_chunk, Dk);
+  const auto kernel = attention_bf16_matmuls() ? kt.attention_fused_bf16 : kt.attention_fused_f32;
+  const int64_t scratch_floats = kernels::attention_fused_scratch_floats(longest_chunk, std::max(Dk, Dv));
   runtime::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
     Tensor scratch = Tensor::empty({scratch_floats});
     for (int64_t t = part_start(p0); t < part_start(p1); ++t) {
@@ -120,7 +124,7 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
       a.key_mask = sq.key_mask;
       a.causal = causal;
       a.q_start = i0;
-      kt.attention_fused_f32(a, scratch.data<float>());
+      kernel(a, scratch.data<float>());
     }
   });
   return out;
@@ -160,6 +164,12 @@ Tensor attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v, const
 }
 
 }  // namespace
+
+AttentionPrecisionScope::AttentionPrecisionScope(bool bf16_matmuls) : previous_(t_bf16_matmuls) {
+  t_bf16_matmuls = bf16_matmuls;
+}
+AttentionPrecisionScope::~AttentionPrecisionScope() { t_bf16_matmuls = previous_; }
+bool attention_bf16_matmuls() { return t_bf16_matmuls && !attention_env_is("f32"); }
 
 AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads) {
   ENCORE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "attention: expected 3-D q, k, v, got ", q.shape_str(),

@@ -78,6 +78,21 @@ AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v
 // training mode, as torch returns attention weights (training code uses attention_forward_train instead).
 // Without probs and dropout it runs the fused kernel (kernels::AttentionBlock: no T x S buffer), unless the
 // environment has ENCORE_ATTENTION=unfused (read per call, so one process can A/B the two paths).
+// Precision of the fused kernel's two matmuls (QKᵀ and P·V) on this thread: fp32 by default; bf16 inputs with
+// fp32 accumulation (kernels::attention_fused_bf16_ref) inside an AttentionPrecisionScope(true), which the forward
+// of a bf16 or int8 model opens (AutoModel::forward). Softmax, masks, the unfused path (weights, dropout)
+// and training stay fp32. ENCORE_ATTENTION=f32 (read per call) keeps the fp32 kernel for an A/B run.
+class AttentionPrecisionScope {
+ public:
+  explicit AttentionPrecisionScope(bool bf16_matmuls);
+  ~AttentionPrecisionScope();
+  AttentionPrecisionScope(const AttentionPrecisionScope&) = delete;
+  AttentionPrecisionScope& operator=(const AttentionPrecisionScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool attention_bf16_matmuls();  // this thread's setting, ENCORE_ATTENTION=f32 included
 // Bytes of scratch the fused path holds at once for B sequences of T tokens, head dim Dk, with `threads` threads
 // (one kernel scratch per thread that gets work; what plan_encoder_memory counts for inference).
 int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -46,61 +47,178 @@ const Case kCases[] = {
     {9, 70, 12, true, 0, true, false, false, 0.2357f},  // scale 1/sqrt(3·d) (DeBERTa), head-dim tail, causal
 };
 
+// The block of case n: head 1 of two heads packed as (rows, 3E) = q | k | v, its bias and key mask.
+struct CaseData {
+  std::vector<float> qkv, bias, key_mask;
+  AttentionBlock a;
+};
+
+CaseData make_case(const Case& c, int n) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  CaseData cd;
+  const int64_t E = c.D * 2, ld = 3 * E;
+  const int64_t rows = std::max(c.T, c.S);
+  cd.qkv = randn(rows * ld, 11 + n, 1.5f);
+  cd.bias = randn(c.T * (c.S + 3), 22 + n);
+  cd.key_mask = randn(c.S, 33 + n);
+  for (int64_t j = 1; j < c.S; j += 4) cd.key_mask[j] = neg_inf;
+  if (c.all_masked_query)  // query 2 (or the last) sees only -inf
+    for (int64_t j = 0; j < c.S; ++j) cd.bias[std::min<int64_t>(2, c.T - 1) * (c.S + 3) + j] = neg_inf;
+  AttentionBlock& a = cd.a;
+  a.q = cd.qkv.data() + c.D;
+  a.k = cd.qkv.data() + E + c.D;
+  a.v = cd.qkv.data() + 2 * E + c.D;
+  a.ld_q = a.ld_k = a.ld_v = ld;
+  a.T = c.T;
+  a.S = c.S;
+  a.Dk = a.Dv = c.D;
+  a.scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(c.D));
+  a.bias = c.bias || c.all_masked_query ? cd.bias.data() : nullptr;
+  a.ld_bias = c.S + 3;
+  a.key_mask = c.key_mask ? cd.key_mask.data() : nullptr;
+  a.causal = c.causal;
+  a.q_start = c.q_start;
+  a.ld_out = c.D + 5;
+  return cd;
+}
+
+// Runs kernel on case c into rows of ld_out floats prefilled with 7 (the bytes past D must stay 7).
+std::vector<float> run(void (*kernel)(const AttentionBlock&, float*), AttentionBlock a, const Case& c) {
+  std::vector<float> out(c.T * a.ld_out, 7.f), scratch(attention_fused_scratch_floats(c.T, c.D));
+  a.out = out.data();
+  kernel(a, scratch.data());
+  return out;
+}
+
+// max |got - want| / max(1, |want|) over the D columns; fails on non-finite values and writes past D.
+double rel_err(const std::vector<float>& got, const std::vector<float>& want, const Case& c, int64_t ld_out,
+               const std::string& what) {
+  double err = 0;
+  for (int64_t i = 0; i < c.T; ++i)
+    for (int64_t d = 0; d < ld_out; ++d) {
+      const float g = got[i * ld_out + d], w = want[i * ld_out + d];
+      EXPECT_TRUE(std::isfinite(g)) << what << " at " << i << "," << d;
+      if (d >= c.D) {
+        EXPECT_EQ(g, 7.f) << "wrote outside its row: " << what;
+        continue;
+      }
+      err = std::max(err, std::abs(double(g) - w) / std::max(1.0, std::abs(double(w))));
+    }
+  return err;
+}
+
 }  // namespace
 
+// The bf16-matmul kernel against its rounding twin attention_fused_bf16_ref on every table whose entry is a bf16
+// kernel (avx512 with AVX512-BF16: vdpbf16ps; ref/scalar: the twin itself), and the fp32 fallback entries (avx2,
+// avx512 without BF16) against attention_fused_f32_ref at the fp32 tolerance 1e-5. The bf16 kernel and its twin
+// round the same operands but sum the scores in different orders (fp32 lanes vs double), so a p_j within ~1e-6
+// of a bf16 rounding boundary can round the other way: that moves row i of the output by one bf16 ulp of p_j
+// times v_j, <= 2^-7·max|v| (~0.05 here; measured once: 4.3e-3 in one row of the 128x128 case). Hence two bounds:
+// every row within 1e-4 (measured <= 1.4e-5 outside such rows) except at most 1 in 20 rows (plus one), and no
+// element beyond 2^-7·max|v|. A kernel that rounded nothing sits ~1e-2 off in most rows (the test below); one that
+// skipped a rescale or dropped a key is O(1e-1..1) off.
+TEST(AttentionFused, Bf16MatchesItsRefOnEveryIsa) {
+  std::vector<const KernelTable*> tables;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (const KernelTable* t = kernels_for(isa)) tables.push_back(t);
+  int n = 0;
+  int bf16_tables = 0;
+  for (const Case& c : kCases) {
+    CaseData cd = make_case(c, n);
+    const std::vector<float> want_bf16 = run(attention_fused_bf16_ref, cd.a, c);
+    const std::vector<float> want_f32 = run(attention_fused_f32_ref, cd.a, c);
+    float max_v = 0.f;
+    for (int64_t j = 0; j < c.S; ++j)
+      for (int64_t d = 0; d < c.D; ++d) max_v = std::max(max_v, std::abs(cd.a.v[j * cd.a.ld_v + d]));
+    for (const KernelTable* t : tables) {
+      const bool fallback = t->attention_fused_bf16 == t->attention_fused_f32;
+      const std::string what = std::string(t->name) + (fallback ? " (fp32 fallback)" : "") + " case " +
+                               std::to_string(n) + " T=" + std::to_string(c.T) + " S=" + std::to_string(c.S) +
+                               " D=" + std::to_string(c.D);
+      const std::vector<float> got = run(t->attention_fused_bf16, cd.a, c);
+      if (fallback) {
+        EXPECT_LE(rel_err(got, want_f32, c, cd.a.ld_out, what), 1e-5) << what;
+        continue;
+      }
+      if (n == 0) ++bf16_tables;
+      int64_t rows_off = 0;
+      double err = 0;
+      for (int64_t i = 0; i < c.T; ++i) {
+        const Case row{1, c.S, c.D, false, 0, false, false, false};
+        const std::vector<float> g(got.begin() + i * cd.a.ld_out, got.begin() + (i + 1) * cd.a.ld_out),
+            w(want_bf16.begin() + i * cd.a.ld_out, want_bf16.begin() + (i + 1) * cd.a.ld_out);
+        const double e = rel_err(g, w, row, cd.a.ld_out, what + " row " + std::to_string(i));
+        rows_off += e > 1e-4;
+        err = std::max(err, e);
+      }
+      EXPECT_LE(rows_off, 1 + c.T / 20) << what << ": rows off by more than 1e-4";
+      EXPECT_LE(err, std::ldexp(double(max_v), -7)) << what;
+    }
+    ++n;
+  }
+  EXPECT_GE(bf16_tables, 1);  // the scalar table's twin at least
+  if (cpu_has_avx512_bf16()) {
+    EXPECT_NE(kernels_for(Isa::avx512)->attention_fused_bf16, kernels_for(Isa::avx512)->attention_fused_f32);
+  }
+  // AVX2 has no bf16 dot product: its entry is the exact fp32 kernel (what an AVX2-only CPU runs)
+  if (const KernelTable* t = kernels_for(Isa::avx2)) {
+    EXPECT_EQ(t->attention_fused_bf16, t->attention_fused_f32);
+  }
+}
+
+// The bf16 twin against exact attention (attention_fused_f32_ref): the rounding of q, k, v, p (relative 2^-9
+// each) moves scores by ~2^-8·|scale·q·k| and outputs by ~1e-2 of |v| on these N(0, 1.5²) inputs (sharp
+// softmaxes: |scale·q·k| reaches ~10). Measured 2.9e-3 .. 4.9e-2 (the unscaled T5 case 11), bound 6e-2; and the
+// error must exceed 1e-4 on the 128x128 case, so the twin cannot silently be the fp32 reference.
+TEST(AttentionFused, Bf16RefIsCloseToExactAndRounds) {
+  int n = 0;
+  for (const Case& c : kCases) {
+    CaseData cd = make_case(c, n);
+    const double err = rel_err(run(attention_fused_bf16_ref, cd.a, c), run(attention_fused_f32_ref, cd.a, c), c,
+                               cd.a.ld_out, "case " + std::to_string(n));
+    EXPECT_LE(err, 6e-2) << "case " << n;
+    if (c.T == 128 && c.S == 128) {
+      EXPECT_GT(err, 1e-4) << "the bf16 twin rounds nothing?";
+    }
+    ++n;
+  }
+}
+
+// round_bf16_daz_ref: nearest even, ties to even, denormals to ±0, inf kept, NaN quiet.
+TEST(AttentionFused, RoundBf16Daz) {
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return round_bf16_daz_ref(f);
+  };
+  EXPECT_EQ(bits(0x3f800000u), 0x3f80);  // 1
+  EXPECT_EQ(bits(0x3f808000u), 0x3f80);  // tie, even stays
+  EXPECT_EQ(bits(0x3f818000u), 0x3f82);  // tie, odd rounds up
+  EXPECT_EQ(bits(0x3f808001u), 0x3f81);  // above the tie
+  EXPECT_EQ(bits(0x00400000u), 0x0000);  // denormal -> +0
+  EXPECT_EQ(bits(0x80400000u), 0x8000);  // -denormal -> -0
+  EXPECT_EQ(bits(0x7f800000u), 0x7f80);  // inf
+  EXPECT_EQ(bits(0x7f800001u), 0x7fc0);  // signalling NaN payload in the dropped bits -> quiet NaN
+  EXPECT_EQ(bits(0x7f7fffffu), 0x7f80);  // FLT_MAX rounds to inf, as vcvtneps2bf16 does
+}
+
 TEST(AttentionFused, MatchesRefOnEveryIsa) {
-  const float neg_inf = -std::numeric_limits<float>::infinity();
   std::vector<const KernelTable*> tables;
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
     if (const KernelTable* t = kernels_for(isa)) tables.push_back(t);
   ASSERT_FALSE(tables.empty());
   int n = 0;
   for (const Case& c : kCases) {
-    const int64_t E = c.D * 2, ld = 3 * E;  // two heads packed as (rows, 3E): q | k | v, use head 1
-    const int64_t rows = std::max(c.T, c.S);
-    auto qkv = randn(rows * ld, 11 + n, 1.5f);
-    auto bias = randn(c.T * (c.S + 3), 22 + n);
-    auto key_mask = randn(c.S, 33 + n);
-    for (int64_t j = 1; j < c.S; j += 4) key_mask[j] = neg_inf;
-    if (c.all_masked_query)  // query 2 (or the last) sees only -inf
-      for (int64_t j = 0; j < c.S; ++j) bias[std::min<int64_t>(2, c.T - 1) * (c.S + 3) + j] = neg_inf;
-    AttentionBlock a;
-    a.q = qkv.data() + c.D;
-    a.k = qkv.data() + E + c.D;
-    a.v = qkv.data() + 2 * E + c.D;
-    a.ld_q = a.ld_k = a.ld_v = ld;
-    a.T = c.T;
-    a.S = c.S;
-    a.Dk = a.Dv = c.D;
-    a.scale = c.scale != 0.f ? c.scale : 1.f / std::sqrt(static_cast<float>(c.D));
-    a.bias = c.bias || c.all_masked_query ? bias.data() : nullptr;
-    a.ld_bias = c.S + 3;
-    a.key_mask = c.key_mask ? key_mask.data() : nullptr;
-    a.causal = c.causal;
-    a.q_start = c.q_start;
-    a.ld_out = c.D + 5;
-    std::vector<float> want(c.T * a.ld_out, 7.f), scratch(attention_fused_scratch_floats(c.T, c.D));
-    a.out = want.data();
-    attention_fused_f32_ref(a, nullptr);
+    CaseData cd = make_case(c, n);
+    const std::vector<float> want = run(attention_fused_f32_ref, cd.a, c);
     for (const KernelTable* t : tables) {
-      std::vector<float> got(c.T * a.ld_out, 7.f);
-      a.out = got.data();
-      t->attention_fused_f32(a, scratch.data());
-      double err = 0;
-      for (int64_t i = 0; i < c.T; ++i)
-        for (int64_t d = 0; d < a.ld_out; ++d) {
-          const float g = got[i * a.ld_out + d], w = want[i * a.ld_out + d];
-          ASSERT_TRUE(std::isfinite(g)) << t->name << " case " << n << " at " << i << "," << d;
-          if (d >= c.D) {
-            ASSERT_EQ(g, 7.f) << "wrote outside its row: " << t->name << " case " << n;
-            continue;
-          }
-          err = std::max(err, std::abs(double(g) - w) / std::max(1.0, std::abs(double(w))));
-        }
-      EXPECT_LE(err, 1e-5) << t->name << " case " << n << " T=" << c.T << " S=" << c.S << " D=" << c.D;
+      const std::string what = std::string(t->name) + " case " + std::to_string(n) + " T=" + std::to_string(c.T) +
+                               " S=" + std::to_string(c.S) + " D=" + std::to_string(c.D);
+      EXPECT_LE(rel_err(run(t->attention_fused_f32, cd.a, c), want, c, cd.a.ld_out, what), 1e-5) << what;
     }
     if (c.all_masked_query) {
-      for (int64_t d = 0; d < c.D; ++d) EXPECT_EQ(want[std::min<int64_t>(2, c.T - 1) * a.ld_out + d], 0.f);
+      for (int64_t d = 0; d < c.D; ++d) EXPECT_EQ(want[std::min<int64_t>(2, c.T - 1) * cd.a.ld_out + d], 0.f);
     }
     ++n;
   }

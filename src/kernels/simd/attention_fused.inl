@@ -141,15 +141,14 @@ inline void online_softmax_row(float* row, int64_t nk, int64_t limit, const floa
   m = m_new;
 }
 
-}  // namespace attention_detail
-
-void attention_fused_f32(const AttentionBlock& a, float* scratch) {
-  using namespace attention_detail;
-  const int64_t Dk = a.Dk, Dv = a.Dv, T = a.T;
-  float* kt = scratch;        // (Dk, kKT): the key tile, transposed once per call
-  float* s = kt + Dk * kKT;   // (kQT, kKT): scores, then probabilities
-  float* m = s + kQT * kKT;   // (T) running max
-  float* l = m + T;           // (T) running sum
+// The tile loops and the online softmax, shared by the precisions: Mm supplies the two matmuls of a key tile,
+//   mm.load_keys(j0, nk)        prepares K and V rows [j0, j0 + nk) (nk_pad = nk rounded up to kWidth)
+//   mm.scores(s, i0, nq, nk)     s[r, j] = scale·(q[i0 + r]·k[j0 + j]) for r < nq, j < nk_pad (rows kKT apart)
+//   mm.pv(acc, s, nq, nk)        acc[r, :] += sum_{j < nk} s[r, j]·v[j0 + j, :] (acc rows ld_out apart)
+// with m, l (T floats each) the running max and sum and s the (kQT, kKT) score block.
+template <typename Mm>
+void attention_fused_tiles(const AttentionBlock& a, Mm& mm, float* s, float* m, float* l) {
+  const int64_t Dv = a.Dv, T = a.T;
   // The output rows are the accumulators.
   for (int64_t i = 0; i < T; ++i) {
     m[i] = -__builtin_inff();
@@ -160,34 +159,20 @@ void attention_fused_f32(const AttentionBlock& a, float* scratch) {
   const int64_t s_end = a.causal ? std::min(a.S, a.q_start + T) : a.S;
   for (int64_t j0 = 0; j0 < s_end; j0 += kKT) {
     const int64_t nk = std::min(kKT, s_end - j0);
-    const int64_t nk_pad = (nk + kWidth - 1) / kWidth * kWidth;
-    // kt[d, j] = k[j0 + j, d], zero beyond nk
-    for (int64_t j = 0; j < nk; ++j) {
-      const float* kr = a.k + (j0 + j) * a.ld_k;
-      for (int64_t d = 0; d < Dk; ++d) kt[d * kKT + j] = kr[d];
-    }
-    for (int64_t d = 0; d < Dk; ++d)
-      for (int64_t j = nk; j < nk_pad; ++j) kt[d * kKT + j] = 0.f;
-    const float* vt = a.v + j0 * a.ld_v;
+    mm.load_keys(j0, nk);
     // causal: queries before i_first see none of this tile's keys
     const int64_t i_first = a.causal ? std::max<int64_t>(0, j0 - a.q_start) : 0;
     for (int64_t i0 = i_first; i0 < T; i0 += kQT) {
       const int64_t nq = std::min(kQT, T - i0);
-      const float* q = a.q + i0 * a.ld_q;
       float* acc = a.out + i0 * a.ld_out;
-      // s = scale·Q_tile·K_tileᵀ
-      for_row_blocks(nq, [&]<int R>(int64_t r) { score_rows<R>(s + r * kKT, q + r * a.ld_q, a.ld_q, kt, Dk, nk_pad, a.scale); });
+      mm.scores(s, i0, nq, nk);  // s = scale·Q_tile·K_tileᵀ
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t limit = a.causal ? std::min(nk, a.q_start + i0 + i + 1 - j0) : nk;
         online_softmax_row(s + i * kKT, nk, std::max<int64_t>(limit, 0),
                            a.bias ? a.bias + (i0 + i) * a.ld_bias + j0 : nullptr,
                            a.key_mask ? a.key_mask + j0 : nullptr, m[i0 + i], l[i0 + i], acc + i * a.ld_out, Dv);
       }
-      // acc += P·V_tile
-      // A head of at most two vectors (Dv <= 32 on AVX-512) holds 2·R accumulators: 8 rows fill 16 registers.
-      auto pv = [&]<int R>(int64_t r) { pv_rows<R>(acc + r * a.ld_out, a.ld_out, Dv, s + r * kKT, vt, a.ld_v, nk); };
-      if (Dv <= 2 * kWidth && kCols > 2) for_row_blocks<8>(nq, pv);
-      else for_row_blocks(nq, pv);
+      mm.pv(acc, s, nq, nk);  // acc += P·V_tile
     }
   }
   // out = acc / l ; a query that attended to nothing gets zeros
@@ -198,4 +183,45 @@ void attention_fused_f32(const AttentionBlock& a, float* scratch) {
     for (; c + kWidth <= Dv; c += kWidth) store(o + c, mul(load(o + c), set1(inv)));
     for (; c < Dv; ++c) o[c] *= inv;
   }
+}
+
+// fp32 matmuls: the key tile transposed once per tile, V read in place.
+struct F32Tiles {
+  const AttentionBlock& a;
+  float* kt;  // (Dk, kKT): kt[d, j] = k[j0 + j, d], zero beyond nk
+  const float* vt = nullptr;
+  int64_t nk_pad = 0;
+
+  void load_keys(int64_t j0, int64_t nk) {
+    nk_pad = (nk + kWidth - 1) / kWidth * kWidth;
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* kr = a.k + (j0 + j) * a.ld_k;
+      for (int64_t d = 0; d < a.Dk; ++d) kt[d * kKT + j] = kr[d];
+    }
+    for (int64_t d = 0; d < a.Dk; ++d)
+      for (int64_t j = nk; j < nk_pad; ++j) kt[d * kKT + j] = 0.f;
+    vt = a.v + j0 * a.ld_v;
+  }
+  void scores(float* s, int64_t i0, int64_t nq, int64_t /*nk*/) {
+    const float* q = a.q + i0 * a.ld_q;
+    for_row_blocks(nq, [&]<int R>(int64_t r) { score_rows<R>(s + r * kKT, q + r * a.ld_q, a.ld_q, kt, a.Dk, nk_pad, a.scale); });
+  }
+  void pv(float* acc, const float* s, int64_t nq, int64_t nk) {
+    // A head of at most two vectors (Dv <= 32 on AVX-512) holds 2·R accumulators: 8 rows fill 16 registers.
+    auto pv = [&]<int R>(int64_t r) { pv_rows<R>(acc + r * a.ld_out, a.ld_out, a.Dv, s + r * kKT, vt, a.ld_v, nk); };
+    if (a.Dv <= 2 * kWidth && kCols > 2) for_row_blocks<8>(nq, pv);
+    else for_row_blocks(nq, pv);
+  }
+};
+
+}  // namespace attention_detail
+
+void attention_fused_f32(const AttentionBlock& a, float* scratch) {
+  using namespace attention_detail;
+  float* kt = scratch;            // (Dk, kKT): the key tile, transposed once per tile
+  float* s = kt + a.Dk * kKT;     // (kQT, kKT): scores, then probabilities
+  float* m = s + kQT * kKT;       // (T) running max
+  float* l = m + a.T;             // (T) running sum
+  F32Tiles mm{a, kt};
+  attention_fused_tiles(a, mm, s, m, l);
 }
