@@ -246,3 +246,22 @@ def test_bad_stored_ranges(case, static_dir, tmp_path):
         res.stderr
     # the same errors in fp32: a broken checkpoint is refused whatever the dtype
     assert run("embed", "hello", "--model", bad, ok=False).returncode == 3
+
+
+def test_calibrate_refuses_a_family_without_static_int8(model_dir, tmp_path):
+    """ModernBERT's layers are its own (not StackedEncoder's): --calibrate says so (exit 2); dynamic quantize works."""
+    import transformers as T
+
+    d = tmp_path / "modernbert"
+    cfg = T.ModernBertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=40, pad_token_id=0, bos_token_id=101, eos_token_id=102,
+                             cls_token_id=101, sep_token_id=102)
+    T.ModernBertModel(cfg).save_pretrained(d, safe_serialization=True)
+    for f in ["tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"]:
+        shutil.copy(model_dir / f, d / f)
+    good = tmp_path / "good.txt"
+    good.write_text("a text\n", encoding="utf-8")
+    res = run("quantize", d, tmp_path / "static", "--calibrate", good, ok=False)
+    assert res.returncode == 2 and "not supported for model_type 'modernbert'" in res.stderr, res.stderr
+    assert not (tmp_path / "static").exists()
+    run("quantize", d, tmp_path / "dynamic")
