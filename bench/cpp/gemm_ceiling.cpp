@@ -174,10 +174,12 @@ BENCHMARK_CAPTURE(PackedLinear, int8-static, encore::kernels::Precision::int8, 0
 BENCHMARK_CAPTURE(PackedLinear, int8-static-2ch, encore::kernels::Precision::int8, 2)
     ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The per-call activation quantization alone (range scan, outlier search and u8 quantization of M rows of K,
-// rows split over the threads as the int8 Linear splits them): the most a static int8 scheme (ranges fixed at
-// calibration) could save per Linear is part of this time; compare with PackedLinear/int8 at the same M and K.
-void QuantizeRowsU8(benchmark::State& state) {
+// QuantizeRowsU8: the per-call activation quantization alone (range scan, outlier search and u8 quantization of M
+// rows of K, rows split over the threads as the int8 Linear splits them): the most a static int8 scheme (ranges
+// fixed at calibration) could save per Linear is part of this time; compare with PackedLinear/int8 at the same M
+// and K. QuantizeRowsU8Static: the static int8 quantization of the same rows (fixed range [-4.5, 4.5], one pass).
+template <bool kStatic>
+void QuantizeRows(benchmark::State& state) {
   const int64_t M = state.range(0), K = state.range(1);
   std::mt19937 rng(0);
   std::normal_distribution<float> normal;
@@ -187,41 +189,25 @@ void QuantizeRowsU8(benchmark::State& state) {
   std::vector<float> scale(M);
   std::vector<int32_t> zp(M);
   std::vector<encore::kernels::Int8RowOutliers> outliers(M);
-  const auto& k8 = encore::kernels::int8_kernels();
-  for (auto _ : state) {
-    encore::runtime::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
-      k8.quantize_rows_u8(q.data() + r0 * K, scale.data() + r0, zp.data() + r0, outliers.data() + r0,
-                          in.data() + r0 * K, r1 - r0, K, K, 255);
-    });
-    benchmark::ClobberMemory();
-  }
-  state.counters["GB/s"] = benchmark::Counter(4.0 * M * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-}
-BENCHMARK(QuantizeRowsU8)->Args({1024, 768})->Args({1024, 3072})->Args({4096, 768})->Args({4096, 3072})
-    ->ArgNames({"M", "K"})->UseRealTime()->Unit(benchmark::kMicrosecond);
-
-// The static int8 quantization of the same rows: fixed parameters (range [-4.5, 4.5]), one pass.
-void QuantizeRowsU8Static(benchmark::State& state) {
-  const int64_t M = state.range(0), K = state.range(1);
-  std::mt19937 rng(0);
-  std::normal_distribution<float> normal;
-  std::vector<float> in(M * K);
-  for (float& x : in) x = normal(rng);
-  std::vector<uint8_t> q(M * K);
-  std::vector<float> scale(M);
   const auto p = encore::kernels::int8_static_params(-4.5f, 4.5f, 255);
   const auto& k8 = encore::kernels::int8_kernels();
   for (auto _ : state) {
     encore::runtime::parallel_for(0, M, 64, [&](int64_t r0, int64_t r1) {
-      k8.quantize_rows_u8_static(q.data() + r0 * K, scale.data() + r0, in.data() + r0 * K, r1 - r0, K, K, p.scale,
-                                 p.inv, p.zp, 255);
+      if (kStatic)
+        k8.quantize_rows_u8_static(q.data() + r0 * K, scale.data() + r0, in.data() + r0 * K, r1 - r0, K, K, p.scale,
+                                   p.inv, p.zp, 255);
+      else
+        k8.quantize_rows_u8(q.data() + r0 * K, scale.data() + r0, zp.data() + r0, outliers.data() + r0,
+                            in.data() + r0 * K, r1 - r0, K, K, 255);
     });
     benchmark::ClobberMemory();
   }
   state.counters["GB/s"] = benchmark::Counter(4.0 * M * K * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(QuantizeRowsU8Static)->Args({1024, 768})->Args({1024, 3072})->Args({4096, 768})->Args({4096, 3072})
-    ->ArgNames({"M", "K"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(QuantizeRows, false)->Name("QuantizeRowsU8")->Args({1024, 768})->Args({1024, 3072})
+    ->Args({4096, 768})->Args({4096, 3072})->ArgNames({"M", "K"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(QuantizeRows, true)->Name("QuantizeRowsU8Static")->Args({1024, 768})->Args({1024, 3072})
+    ->Args({4096, 768})->Args({4096, 3072})->ArgNames({"M", "K"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
