@@ -101,7 +101,7 @@ void Weights::finish() const {
   throw ModelFormatError(msg);
 }
 
-Tensor cat_rows(const std::vector<Tensor>& parts) {
+Tensor cat_rows(const std::vector<Tensor>& parts, bool release_parts) {
   ENCORE_CHECK(!parts.empty(), "cat_rows: nothing to concatenate");
   Shape s = parts[0].shape();
   int64_t rows = 0;
@@ -115,7 +115,7 @@ Tensor cat_rows(const std::vector<Tensor>& parts) {
   int64_t r = 0;
   for (auto& p : parts) {
     out.slice(0, r, r + p.size(0)).copy_from(p);
-    p.release_resident_pages();
+    if (release_parts) p.release_resident_pages();
     r += p.size(0);
   }
   return out;
@@ -165,10 +165,12 @@ nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const std::string& pr
       *param = parts[0];
       continue;
     }
-    *param = cat_rows(parts);
-    if (local == "self_attn.in_proj_weight" &&
-        std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return t.is_file_mapping(); }))
-      layer.self_attn.set_in_proj_rows(std::move(parts));  // freed after preparation, rebuilt from these on demand
+    // Q/K/V rows of a mapped checkpoint stay resident until MultiheadAttention::prepare_own has compared them
+    // with the stacked copy and releases them: released here, that comparison faulted them all in again.
+    const bool rows = local == "self_attn.in_proj_weight" &&
+                      std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return t.is_file_mapping(); });
+    *param = cat_rows(parts, /*release_parts=*/!rows);
+    if (rows) layer.self_attn.set_in_proj_rows(std::move(parts));  // freed after preparation, rebuilt from these on demand
   }
   layer.eval();
   return layer;

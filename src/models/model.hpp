@@ -61,8 +61,9 @@ class Weights {
 };
 
 // Rows stacked: cat([a; b; c], dim 0) for packing Q, K, V projections into one GEMM. The result is a copy, so
-// the parts' pages in a checkpoint's file mapping are released (Tensor::release_resident_pages) once copied.
-Tensor cat_rows(const std::vector<Tensor>& parts);
+// the parts' pages in a checkpoint's file mapping are released (Tensor::release_resident_pages) once copied,
+// unless release_parts is false (the caller releases them after a last read).
+Tensor cat_rows(const std::vector<Tensor>& parts, bool release_parts = true);
 
 // hidden_act of config.json -> encore activation name (gelu = erf; gelu_new and gelu_pytorch_tanh = tanh).
 std::string activation_from_hf(const std::string& hidden_act, const std::string& source);
