@@ -36,6 +36,12 @@ template <int R>
 inline void score_rows(float* s, const float* q, int64_t ld_q, const float* kt, int64_t Dk, int64_t cols, float scale) {
   int64_t c = 0;
   for (; c + kCols * kWidth <= cols; c += kCols * kWidth) score_block<R, kCols>(s, q, ld_q, kt, Dk, c, scale);
+  // the 1 .. kCols-1 vectors left as one block (e.g. 48 keys on AVX-512: 3 vectors), so R·3 accumulator chains
+  // are in flight rather than R three times over
+  if constexpr (kCols == 4) {
+    if (cols - c == 3 * kWidth) return score_block<R, 3>(s, q, ld_q, kt, Dk, c, scale);
+    if (cols - c == 2 * kWidth) return score_block<R, 2>(s, q, ld_q, kt, Dk, c, scale);
+  }
   for (; c < cols; c += kWidth) score_block<R, 1>(s, q, ld_q, kt, Dk, c, scale);
 }
 
