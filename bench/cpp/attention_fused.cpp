@@ -25,7 +25,7 @@ void attention_fused_block(benchmark::State& state, bool bf16) {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.f, 1.f);
   for (float& x : qkv) x = dist(rng);
-  std::vector<float> scratch(attention_fused_scratch_floats(T, Dk));
+  std::vector<float> scratch(attention_fused_scratch_floats(T, Dk, bf16));
   AttentionBlock a;
   a.q = qkv.data();
   a.k = qkv.data() + E;

@@ -56,7 +56,7 @@ struct KernelTable {
   // out[i] = a[i] + b[i]; out may alias a or b.
   void (*add_f32)(float* out, const float* a, const float* b, int64_t n);
   // Fused attention over one (sequence, head) block, see AttentionBlock; scratch holds
-  // attention_fused_scratch_floats(T, Dk) floats.
+  // attention_fused_scratch_floats(T, Dk, false) floats (attention_fused_bf16 below: ..., true).
   void (*attention_fused_f32)(const AttentionBlock& a, float* scratch);
   // The same with bf16 matmuls (see attention_fused_bf16_ref for what is rounded where): AVX512-BF16 vdpbf16ps
   // where the CPU has it; elsewhere this entry is the table's attention_fused_f32 (exact fp32, no rounding), except
@@ -107,8 +107,10 @@ struct AttentionBlock {
 };
 constexpr int64_t kAttentionQueryTile = 32;
 constexpr int64_t kAttentionKeyTile = 128;
-// Scratch of one fused call of either precision, D = max(Dk, Dv).
-int64_t attention_fused_scratch_floats(int64_t T, int64_t D);
+// Scratch of one fused call, D = max(Dk, Dv): what attention_fused_f32 uses, or with bf16_matmuls what
+// attention_fused_bf16 and its twin use (the fp32 layout followed by the bf16 tiles), so an fp32 call does not carry
+// the bf16 kernel's buffers.
+int64_t attention_fused_scratch_floats(int64_t T, int64_t D, bool bf16_matmuls);
 void attention_fused_f32_ref(const AttentionBlock& a, float* scratch);
 // bf16-matmul attention (the bf16 and int8 dtypes' attention, ops::AttentionPrecisionScope), one query at a time
 // over the key tiles [j0, j0 + kAttentionKeyTile) the fast kernel visits, rounding exactly where it does:

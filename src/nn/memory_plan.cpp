@@ -32,7 +32,7 @@ EncoderMemoryPlan plan_encoder_memory(const EncoderShape& s) {
   p.parameter_bytes = p.parameters * f;
   p.input_bytes = N * E * f;
   p.qkv_bytes = 3 * N * E * f;
-  p.scores_bytes = ops::attention_fused_scratch_bytes(s.batch, T, H, E / H, s.threads);
+  p.scores_bytes = ops::attention_fused_scratch_bytes(s.batch, T, H, E / H, s.threads);  // fp32 modules: fp32 attention
   p.scores_all_heads_bytes = s.batch * H * T * T * f;
   p.ffn_hidden_bytes = N * linear1_out * f;
   const int64_t NE = N * E * f, NF = N * F * f;

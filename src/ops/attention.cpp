@@ -94,8 +94,9 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
     return static_cast<int64_t>(std::lower_bound(cost_before.begin(), cost_before.end(), target) - cost_before.begin());
   };
   const auto& kt = kernels::kernels();
-  const auto kernel = attention_bf16_matmuls() ? kt.attention_fused_bf16 : kt.attention_fused_f32;
-  const int64_t scratch_floats = kernels::attention_fused_scratch_floats(longest_chunk, std::max(Dk, Dv));
+  const bool bf16 = attention_bf16_matmuls();
+  const auto kernel = bf16 ? kt.attention_fused_bf16 : kt.attention_fused_f32;
+  const int64_t scratch_floats = kernels::attention_fused_scratch_floats(longest_chunk, std::max(Dk, Dv), bf16);
   runtime::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
     Tensor scratch = Tensor::empty({scratch_floats});
     for (int64_t t = part_start(p0); t < part_start(p1); ++t) {
@@ -220,10 +221,10 @@ AttnMaskPlanes attn_mask_planes(const Tensor& am, int64_t B, int64_t H, int64_t 
 
 }  // namespace detail
 
-int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads) {
+int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads, bool bf16_matmuls) {
   const int64_t chunk = fused_chunk(T, B * heads, threads), tasks = B * heads * ((T + chunk - 1) / chunk);
   return std::max<int64_t>(1, std::min(threads, tasks)) *
-         kernels::attention_fused_scratch_floats(chunk, Dk) * static_cast<int64_t>(sizeof(float));
+         kernels::attention_fused_scratch_floats(chunk, Dk, bf16_matmuls) * static_cast<int64_t>(sizeof(float));
 }
 
 double attention_flops(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMasks& masks) {

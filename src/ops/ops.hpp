@@ -95,7 +95,8 @@ class AttentionPrecisionScope {
 bool attention_bf16_matmuls();  // this thread's setting, ENCORE_ATTENTION=f32 included
 // Bytes of scratch the fused path holds at once for B sequences of T tokens, head dim Dk, with `threads` threads
 // (one kernel scratch per thread that gets work; what plan_encoder_memory counts for inference).
-int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads);
+int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads,
+                                      bool bf16_matmuls = false);
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                          const AttentionMasks& masks, Tensor* probs, double dropout_p, bool training,
                          uint64_t seed, std::optional<double> scale = std::nullopt);
