@@ -538,7 +538,7 @@ def gemm_ceiling(threads, microbench):
     BERT-base 8x128 in tokens/s: every Linear at its measured GEMM rate, attention's 4·T·d FLOPs per token and
     layer at the best of those rates, and nothing else (no LayerNorm, GELU, softmax, residual, threading cost):
     no engine built on these GEMMs can be faster. None when the micro-benchmark is not built."""
-    rates = microbench_rates(threads, microbench, "FmaPeak|VnniPeak|PackedLinear/.*/M:1024/")
+    rates = microbench_rates(threads, microbench, "FmaPeak|VnniPeak|PackedLinear/(fp32|bf16|int8)/M:1024/")
     if rates is None or "error" in rates:
         return rates
     out = dict(machine_peaks(rates), threads=threads)

@@ -20,6 +20,9 @@
 // int8-static is the same Linear with a static input range (`encore quantize --calibrate`: no range scan or outlier
 // search per call); int8-static-2ch also has 2 f32 input channels (what calibration finds in many MiniLM GEMMs),
 // which run as every row's outliers in the epilogue.
+// fp32-gelu is fp32 with the feed-forward's exact GELU fused as the GEMM's epilogue, as the encoder's intermediate
+// Linear runs it (the GEMM-only ceiling of bench/compare.py leaves GELU out: this says what it costs), at BERT-base's
+// and all-MiniLM-L6-v2's intermediate shapes; fp32-minilm is fp32 at MiniLM's 384 x 1536 and 384 x 384.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -129,7 +132,8 @@ BENCHMARK(FmaPeakAvx512)->Name("FmaPeak/avx512")->UseRealTime()->Unit(benchmark:
 BENCHMARK(FmaPeakAvx2)->Name("FmaPeak/avx2")->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // static_channels < 0: as prepared (dynamic int8); >= 0: int8 with a static input range and that many f32 channels
-void PackedLinear(benchmark::State& state, encore::kernels::Precision precision, int static_channels = -1) {
+void PackedLinear(benchmark::State& state, encore::kernels::Precision precision, int static_channels = -1,
+                  encore::kernels::Act act = encore::kernels::Act::none) {
   const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
   std::mt19937 rng(0);
   std::normal_distribution<float> normal;
@@ -149,9 +153,9 @@ void PackedLinear(benchmark::State& state, encore::kernels::Precision precision,
     state.SkipWithError("no native GEMM for this dtype on this CPU");
     return;
   }
-  linear->forward(out.data(), in.data(), M, encore::kernels::Act::none);  // primitive created outside the timing
+  linear->forward(out.data(), in.data(), M, act);  // primitive created outside the timing
   for (auto _ : state) {
-    linear->forward(out.data(), in.data(), M, encore::kernels::Act::none);
+    linear->forward(out.data(), in.data(), M, act);
     benchmark::ClobberMemory();
   }
   state.counters["GFLOPs"] =
@@ -169,6 +173,10 @@ BENCHMARK_CAPTURE(PackedLinear, bf16, encore::kernels::Precision::bf16)
     ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(PackedLinear, int8, encore::kernels::Precision::int8)
     ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(PackedLinear, fp32-gelu, encore::kernels::Precision::f32, -1, encore::kernels::Act::gelu_erf)
+    ->Args({1024, 768, 3072})->Args({1024, 384, 1536})->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(PackedLinear, fp32-minilm, encore::kernels::Precision::f32)
+    ->Args({1024, 384, 1536})->Args({1024, 384, 384})->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(PackedLinear, int8-static, encore::kernels::Precision::int8, 0)
     ->Apply(BertBaseShapes)->ArgNames({"M", "K", "N"})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(PackedLinear, int8-static-2ch, encore::kernels::Precision::int8, 2)
