@@ -191,6 +191,23 @@ void attention_fused_tiles(const AttentionBlock& a, Mm& mm, float* s, float* m, 
   }
 }
 
+// kt[d, j] = k[j, d] for j < nk, 0 for nk <= j < nk rounded up to kWidth (kt rows kKT apart): kWidth x kWidth
+// blocks transposed in registers, the head-dim tail narrower than a vector one float at a time.
+inline void transpose_key_tile(float* kt, const float* k, int64_t ld_k, int64_t nk, int64_t Dk) {
+  for (int64_t j = 0; j < nk; j += kWidth) {
+    const int64_t rows = std::min<int64_t>(kWidth, nk - j);
+    int64_t d = 0;
+    for (; d + kWidth <= Dk; d += kWidth) {
+      Vec r[kWidth];
+      for (int x = 0; x < kWidth; ++x) r[x] = x < rows ? load(k + (j + x) * ld_k + d) : set1(0.f);
+      transpose(r);
+      for (int x = 0; x < kWidth; ++x) store(kt + (d + x) * kKT + j, r[x]);
+    }
+    for (; d < Dk; ++d)
+      for (int64_t x = 0; x < kWidth; ++x) kt[d * kKT + j + x] = x < rows ? k[(j + x) * ld_k + d] : 0.f;
+  }
+}
+
 // fp32 matmuls: the key tile transposed once per tile, V read in place.
 struct F32Tiles {
   const AttentionBlock& a;
@@ -200,12 +217,7 @@ struct F32Tiles {
 
   void load_keys(int64_t j0, int64_t nk) {
     nk_pad = (nk + kWidth - 1) / kWidth * kWidth;
-    for (int64_t j = 0; j < nk; ++j) {
-      const float* kr = a.k + (j0 + j) * a.ld_k;
-      for (int64_t d = 0; d < a.Dk; ++d) kt[d * kKT + j] = kr[d];
-    }
-    for (int64_t d = 0; d < a.Dk; ++d)
-      for (int64_t j = nk; j < nk_pad; ++j) kt[d * kKT + j] = 0.f;
+    transpose_key_tile(kt, a.k + j0 * a.ld_k, a.ld_k, nk, a.Dk);
     vt = a.v + j0 * a.ld_v;
   }
   void scores(float* s, int64_t i0, int64_t nq, int64_t /*nk*/) {

@@ -84,21 +84,18 @@ inline void pv_block_bf16(float* acc, int64_t ld_acc, const uint32_t* pb, const 
 
 struct Bf16Tiles {
   const AttentionBlock& a;
-  float* kt;      // (Dk, kKT): the key tile transposed, fp32
   uint32_t* kt2;  // (Dk2, kKT): kt2[p, j] = bf16 pair (k[j0+j, 2p], k[j0+j, 2p+1]), zero beyond nk
   uint32_t* vt2;  // (kKT/2, Dv16): vt2[p, c] = bf16 pair (v[j0+2p, c], v[j0+2p+1, c]), zero beyond nk and Dv
   uint32_t* qb;   // (T, Dk2): q rounded to bf16, pairs; the dims padded to even with 0
   uint32_t* pb;   // (kQT, kKT/2): probabilities rounded to bf16, pairs of keys
   int64_t Dk2 = 0, Dv16 = 0, nk_pad = 0;
 
-  // kt takes the fp32 kernel's key tile region (Dk·kKT floats), the rest follows the running max and sum
+  // kt2 takes the fp32 kernel's key tile region (D·kKT floats), the rest follows the running max and sum
   Bf16Tiles(const AttentionBlock& blk, float* key_tile, float* extra) : a(blk) {
     Dk2 = (a.Dk + 1) / 2;
     Dv16 = (a.Dv + 15) / 16 * 16;
-    kt = key_tile;
+    kt2 = reinterpret_cast<uint32_t*>(key_tile);
     float* f = extra;
-    kt2 = reinterpret_cast<uint32_t*>(f);
-    f += Dk2 * kKT;
     vt2 = reinterpret_cast<uint32_t*>(f);
     f += kKT / 2 * Dv16;
     qb = reinterpret_cast<uint32_t*>(f);
@@ -115,18 +112,23 @@ struct Bf16Tiles {
       for (int64_t c = 0; c < a.Dk; c += 16) _mm_prefetch(reinterpret_cast<const char*>(a.k + (j0 + j) * a.ld_k + c), _MM_HINT_T0);
       for (int64_t c = 0; c < a.Dv; c += 16) _mm_prefetch(reinterpret_cast<const char*>(a.v + (j0 + j) * a.ld_v + c), _MM_HINT_T0);
     }
-    // kt[d, j] = k[j0 + j, d] in fp32 first (as the fp32 kernel), then pairs of its rows rounded: converting each
-    // key row and scattering its u32 pairs instead reloads a masked store at once, which cannot be forwarded.
-    for (int64_t j = 0; j < nk; ++j) {
-      const float* kr = a.k + (j0 + j) * a.ld_k;
-      for (int64_t d = 0; d < a.Dk; ++d) kt[d * kKT + j] = kr[d];
-    }
-    for (int64_t d = 0; d < a.Dk; ++d)
-      for (int64_t j = nk; j < nk_pad; ++j) kt[d * kKT + j] = 0.f;
-    for (int64_t p = 0; p < Dk2; ++p) {
-      const float* k0 = kt + 2 * p * kKT;
-      const float* k1 = 2 * p + 1 < a.Dk ? k0 + kKT : nullptr;
-      for (int64_t c = 0; c < nk_pad; c += 16) _mm512_storeu_si512(kt2 + p * kKT + c, bf16_pairs(k0 + c, k1 ? k1 + c : nullptr, 16));
+    // kt2[p, j] = (bf16(k[j0+j, 2p]), bf16(k[j0+j, 2p+1])): 16 key rows of 32 dims rounded to 16 u32 pairs each
+    // (vcvtne2ps2bf16 keeps the row order, so u32 lane p is the pair (2p, 2p+1)), then the 16 x 16 block of
+    // pairs transposed in registers. Dims past Dk and keys past nk are 0.
+    for (int64_t j = 0; j < nk_pad; j += 16) {
+      const int64_t rows = std::min<int64_t>(16, nk - j);
+      for (int64_t p0 = 0; p0 < Dk2; p0 += 16) {
+        const int64_t d0 = 2 * p0;
+        const __mmask16 lo = first_lanes(a.Dk - d0), hi = first_lanes(a.Dk - d0 - 16);
+        Vec r[16];
+        for (int x = 0; x < 16; ++x) {
+          const float* kr = a.k + (j0 + j + x) * a.ld_k + d0;
+          r[x].v = x < rows ? (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, kr + 16), _mm512_maskz_loadu_ps(lo, kr))
+                            : _mm512_setzero_ps();
+        }
+        transpose(r);
+        for (int64_t x = 0; x < std::min<int64_t>(16, Dk2 - p0); ++x) _mm512_storeu_ps(reinterpret_cast<float*>(kt2 + (p0 + x) * kKT + j), r[x].v);
+      }
     }
     for (int64_t p = 0; 2 * p < nk; ++p) {
       const float* v0 = a.v + (j0 + 2 * p) * a.ld_v;

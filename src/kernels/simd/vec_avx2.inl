@@ -40,6 +40,24 @@ inline Vec scale_pow2(Vec p, Vec n) {
   return {_mm256_andnot_ps(below, r)};
 }
 inline Vec round_nearest(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+// r[i][j] <-> r[j][i]: the 8 x 8 block of floats transposed in registers
+inline void transpose(Vec (&r)[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {  // pairs of rows interleaved per 128-bit lane
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i].v, r[2 * i + 1].v);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i].v, r[2 * i + 1].v);
+  }
+  for (int i = 0; i < 2; ++i) {  // 4 x 4 blocks within each 128-bit lane
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {  // then the two 128-bit lanes
+    r[i].v = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4].v = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
 // f32 -> bf16 bits as convert_f32_to_bf16_ref (see vec_avx512.inl): rounded half to even, inf/NaN truncated,
 // an empty-payload NaN quieted.
 inline void store_bf16(uint16_t* p, Vec a) {

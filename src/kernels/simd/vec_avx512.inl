@@ -25,6 +25,31 @@ inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
 // 2^n · p for integral-valued n; scalef underflows cleanly to 0 for very negative n.
 inline Vec scale_pow2(Vec p, Vec n) { return {_mm512_scalef_ps(p.v, n.v)}; }
 inline Vec round_nearest(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+// r[i][j] <-> r[j][i]: the 16 x 16 block of 32-bit lanes transposed in registers (4 rounds of 16 shuffles)
+inline void transpose(Vec (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved: (r0[0] r1[0] r0[1] r1[1] | ...) per 128-bit lane
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i].v, r[2 * i + 1].v);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i].v, r[2 * i + 1].v);
+  }
+  __m512 u[16];
+  for (int i = 0; i < 4; ++i) {  // 4 x 4 blocks within each 128-bit lane
+    u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {  // then the 128-bit lanes: 4 x 4 blocks of them
+    t[i] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i].v = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8].v = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
 // f32 -> bf16 bits as convert_f32_to_bf16_ref: bits + 0x7fff + lsb(bits >> 16), upper half; exponent all ones
 // (inf/NaN) truncates, and a NaN whose payload sat only in the dropped bits gets the quiet bit 0x40.
 // (Not vcvtne2ps2bf16: it flushes denormals to zero, which the reference does not.)
