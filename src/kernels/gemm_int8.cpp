@@ -350,11 +350,13 @@ dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, const dnnl
 }
 
 // Per-thread scratch reused across calls (forward() may run concurrently from several threads): grow-only.
+// q/scale/zp/outliers/acc: a Linear's quantized input and its GEMM result; the `next` ones: the second Linear's
+// of a forward_chain, whose input is the first one's output; block: a few rows of that output in f32.
 struct Scratch {
-  std::vector<uint8_t> q, scratchpad;
-  std::vector<float> scale, xf;
-  std::vector<int32_t> zp, acc;
-  std::vector<Int8RowOutliers> outliers;
+  std::vector<uint8_t> q, next_q, scratchpad;
+  std::vector<float> scale, xf, next_scale, next_xf, block;
+  std::vector<int32_t> zp, acc, next_zp, next_acc;
+  std::vector<Int8RowOutliers> outliers, next_outliers;
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -457,6 +459,24 @@ class OneDnnInt8Linear final : public PackedLinear {
     });
   }
 
+  // out = next(act(in·Wᵀ + b)) in the same region: each thread's rows go through this Linear's GEMM, its epilogue
+  // (kChainBlock rows at a time into a small f32 buffer) and straight on into next's quantization, then next's GEMM
+  // and epilogue. The (M, N) f32 intermediate is never written and next never re-reads it; every row is computed
+  // exactly as by forward() then next.forward() (the same kernels on the same values), so the result is identical.
+  // Needs next to be an int8 Linear of K == N here too, and this one without f32 weight columns (their correction
+  // comes after the epilogue, over whole rows).
+  bool chains_with(const PackedLinear& next) const override {
+    const auto* nx = dynamic_cast<const OneDnnInt8Linear*>(&next);
+    return nx && nx->K == N && columns_.empty();
+  }
+  void forward_chain(float* out, const float* in, int64_t M, Act act, const PackedLinear& next) const override {
+    ENCORE_CHECK(chains_with(next), "int8 linear: forward_chain with a Linear it does not chain with");
+    const auto& nx = static_cast<const OneDnnInt8Linear&>(next);
+    runtime::parallel_for(0, M, kRowsPerThread, [&](int64_t r0, int64_t r1) {
+      forward_chain_rows(out + r0 * nx.N, in + r0 * K, r1 - r0, act, nx);
+    });
+  }
+
   // A copy sharing the packed weights and primitives (quantize_static: the input's f32 columns are every row's
   // outliers).
   std::shared_ptr<const PackedLinear> with_static_int8_input(const Int8StaticInput& input) const override {
@@ -468,34 +488,91 @@ class OneDnnInt8Linear final : public PackedLinear {
 
  private:
   static constexpr int64_t kRowsPerThread = 64;
+  static constexpr int64_t kChainBlock = 8;  // rows of the f32 intermediate at a time: 8 x 3072 floats = 96 KB
 
-  void forward_rows(float* out, const float* in, int64_t M, Act act) const {
-    Scratch& s = scratch();
+  // in(M, K) quantized into the thread's scratch and its integer GEMM: what the epilogue reads.
+  struct Accumulated {
+    const float* a_scale;
+    const int32_t* zp;
+    const Int8RowOutliers* outliers;
+    const int32_t* acc;
+  };
+  Accumulated quantize_and_gemm(Scratch& s, const float* in, int64_t M) const {
     uint8_t* q = grown(s.q, M * K);
     float* a_scale = grown(s.scale, M);
     int32_t* zp = grown(s.zp, M);
     Int8RowOutliers* outliers = grown(s.outliers, M);
     int32_t* acc = grown(s.acc, M * N);
-    const Int8KernelTable& k8 = int8_kernels();
-    const KernelTable& kt = kernels();
+    quantize(q, a_scale, zp, outliers, in, M);
+    gemm(s, acc, q, M);
+    return {a_scale, zp, outliers, acc};
+  }
+
+  void forward_rows(float* out, const float* in, int64_t M, Act act) const {
+    Scratch& s = scratch();
+    const Accumulated a = quantize_and_gemm(s, in, M);
+    const int64_t C = static_cast<int64_t>(columns_.size());
+    float* xc = grown(s.xf, M * C);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t i = 0; i < C; ++i) xc[r * C + i] = in[r * K + columns_[i]];
+    epilogue(out, a.acc, a.a_scale, a.zp, a.outliers, xc, M, act);
+  }
+
+  void forward_chain_rows(float* out, const float* in, int64_t M, Act act, const OneDnnInt8Linear& nx) const {
+    Scratch& s = scratch();
+    const Accumulated a = quantize_and_gemm(s, in, M);
+    // this Linear's output, kChainBlock rows at a time, quantized as next's input (and next's f32 columns kept)
+    uint8_t* q2 = grown(s.next_q, M * N);
+    float* a_scale2 = grown(s.next_scale, M);
+    int32_t* zp2 = grown(s.next_zp, M);
+    Int8RowOutliers* outliers2 = grown(s.next_outliers, M);
+    const int64_t C2 = static_cast<int64_t>(nx.columns_.size());
+    float* xc2 = grown(s.next_xf, M * C2);
+    float* block = grown(s.block, kChainBlock * N);
+    for (int64_t r0 = 0; r0 < M; r0 += kChainBlock) {
+      const int64_t rows = std::min(kChainBlock, M - r0);
+      epilogue(block, a.acc + r0 * N, a.a_scale + r0, a.zp + r0, a.outliers + r0, nullptr, rows, act);
+      nx.quantize(q2 + r0 * N, a_scale2 + r0, zp2 + r0, outliers2 + r0, block, rows);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < C2; ++i) xc2[(r0 + r) * C2 + i] = block[r * N + nx.columns_[i]];
+    }
+    int32_t* acc2 = grown(s.next_acc, M * nx.N);
+    nx.gemm(s, acc2, q2, M);
+    nx.epilogue(out, acc2, a_scale2, zp2, outliers2, xc2, M, Act::none);
+  }
+
+  // Rows of in(M, K) quantized as this Linear's input: per row (quantize_rows_u8), or with its static range.
+  void quantize(uint8_t* q, float* a_scale, int32_t* zp, Int8RowOutliers* outliers, const float* in,
+                int64_t M) const {
     if (static_) quantize_static(*static_, q, a_scale, zp, outliers, in, M, K, qmax_);
-    else k8.quantize_rows_u8(q, a_scale, zp, outliers, in, M, K, K, qmax_);
+    else int8_kernels().quantize_rows_u8(q, a_scale, zp, outliers, in, M, K, K, qmax_);
+  }
+
+  // acc(M, N) = q(M, K) · wqᵀ in int32
+  void gemm(Scratch& s, int32_t* acc, const uint8_t* q, int64_t M) const {
     if (!plain_.empty()) {
       gemm_u8s8s32_ref(acc, q, plain_.data(), M, K, N);
-    } else {
-      auto& eng = onednn_engine();
-      // Primitives exist for a bounded set of row counts only (onednn.hpp, for_each_row_block).
-      for_each_row_block(M, [&](int64_t r0, int64_t rows) {
-        const std::shared_ptr<const Primitive> p = get(rows);
-        uint8_t* pad = grown(s.scratchpad, static_cast<int64_t>(p->scratchpad.get_size()));
-        dnnl::memory src({{rows, K}, dt::u8, tag::ab}, eng, q + r0 * K);
-        dnnl::memory dst({{rows, N}, dt::s32, tag::ab}, eng, acc + r0 * N);
-        dnnl::memory scratchpad(p->scratchpad, eng, pad);
-        p->matmul.execute(onednn_thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_.memory},
-                                                   {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
-        onednn_thread_stream().wait();
-      });
+      return;
     }
+    auto& eng = onednn_engine();
+    // Primitives exist for a bounded set of row counts only (onednn.hpp, for_each_row_block).
+    for_each_row_block(M, [&](int64_t r0, int64_t rows) {
+      const std::shared_ptr<const Primitive> p = get(rows);
+      uint8_t* pad = grown(s.scratchpad, static_cast<int64_t>(p->scratchpad.get_size()));
+      dnnl::memory src({{rows, K}, dt::u8, tag::ab}, eng, const_cast<uint8_t*>(q + r0 * K));
+      dnnl::memory dst({{rows, N}, dt::s32, tag::ab}, eng, acc + r0 * N);
+      dnnl::memory scratchpad(p->scratchpad, eng, pad);
+      p->matmul.execute(onednn_thread_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed_.memory},
+                                                 {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
+      onednn_thread_stream().wait();
+    });
+  }
+
+  // out(M, N) = act(dequantized acc + bias + the rows' outliers + xc · column_w); xc(M, C): the input's values
+  // in this Linear's f32 weight columns (unused when it has none).
+  void epilogue(float* out, const int32_t* acc, const float* a_scale, const int32_t* zp, const Int8RowOutliers* outliers,
+                const float* xc, int64_t M, Act act) const {
+    const Int8KernelTable& k8 = int8_kernels();
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     const int64_t C = static_cast<int64_t>(columns_.size());
     // With outlier columns every row gets a correction, so the activation comes last, in its own pass.
@@ -516,11 +593,8 @@ class OneDnnInt8Linear final : public PackedLinear {
     }
     if (C == 0) return;
     // out += x[:, columns] · column_w, then the activation
-    float* xc = grown(s.xf, M * C);
-    for (int64_t r = 0; r < M; ++r)
-      for (int64_t i = 0; i < C; ++i) xc[r * C + i] = in[r * K + columns_[i]];
-    kt.gemm_f32(false, false, M, N, C, 1.f, xc, C, column_w_.data(), N, 1.f, out, N);
-    if (act != Act::none) kt.activation_f32(out, out, M * N, act);
+    kernels().gemm_f32(false, false, M, N, C, 1.f, xc, C, column_w_.data(), N, 1.f, out, N);
+    if (act != Act::none) kernels().activation_f32(out, out, M * N, act);
   }
 
   // Per row-block size: the matmul for the packed weights, with a user scratchpad (each thread passes its own, so
@@ -619,6 +693,11 @@ class EmulatedInt8Linear final : public PackedLinear {
 };
 
 }  // namespace
+
+void PackedLinear::forward_chain(float*, const float*, int64_t, Act, const PackedLinear&) const {
+  throw Error(std::string("forward_chain: this ") + precision_name(precision) +
+              " Linear has no chained path (check chains_with first)");
+}
 
 std::shared_ptr<const PackedLinear> PackedLinear::with_static_int8_input(const Int8StaticInput&) const {
   throw Error(std::string("static int8 input ranges apply to int8 Linears only, this one is ") +

@@ -197,6 +197,14 @@ class PackedLinear {
                                                     Precision precision, PlainWeight plain = {});
   virtual ~PackedLinear() = default;
   virtual void forward(float* out, const float* in, int64_t M, Act act) const = 0;
+  // out(M, next.N) = next(act(in·Wᵀ + b)) for a `next` Linear (next.K == N) without activation, as forward() then
+  // next.forward() compute it, but without the (M, N) f32 intermediate in memory: for int8 Linears each row goes
+  // from this one's epilogue straight into next's quantization. Only where chains_with(next) (else it throws).
+  virtual bool chains_with(const PackedLinear& next) const {
+    (void)next;
+    return false;
+  }
+  virtual void forward_chain(float* out, const float* in, int64_t M, Act act, const PackedLinear& next) const;
   // int8 only: the same Linear (sharing its prepared weights) with a fixed input range instead of per-call
   // quantization (Int8StaticInput). Other precisions throw.
   virtual std::shared_ptr<const PackedLinear> with_static_int8_input(const Int8StaticInput& input) const;

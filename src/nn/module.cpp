@@ -561,6 +561,11 @@ kernels::Act pointwise_act(Activation a) {
 
 Tensor feed_forward(const Module& owner, const Tensor& x, const Linear& linear1, const Linear& linear2,
                     Activation activation, double dropout, bool training) {
+  // Inference with nothing to observe between them: the pair in one call (int8: no f32 intermediate).
+  if (!training && !is_gated(activation) && linear1.packed && linear2.packed && !observing()) {
+    (void)next_seed();  // the (identity) dropout's seed, drawn as below so the seed stream stays the same
+    return ops::linear_chain_forward(x, *linear1.packed, pointwise_act(activation), *linear2.packed);
+  }
   Tensor hidden;
   if (is_gated(activation)) {
     hidden = ops::gated_forward(linear(linear1, x, training), pointwise_act(activation));

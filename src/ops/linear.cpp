@@ -37,4 +37,23 @@ Tensor linear_forward(const Tensor& x, const kernels::PackedLinear& w, Act act) 
   return out;
 }
 
+Tensor linear_chain_forward(const Tensor& x, const kernels::PackedLinear& first, Act act,
+                            const kernels::PackedLinear& second) {
+  ENCORE_CHECK(second.K == first.N, "linear chain: the second Linear's in_features ", second.K,
+               " differ from the first one's out_features ", first.N);
+  if (!first.chains_with(second)) return linear_forward(linear_forward(x, first, act), second);
+  const double rows = static_cast<double>(x.numel()) / static_cast<double>(std::max<int64_t>(first.K, 1));
+  profiler::Scope profile("linear", 2.0 * rows * static_cast<double>(first.K * first.N + second.K * second.N));
+  check_dtype(x, "linear input", DType::f32);
+  ENCORE_CHECK(x.dim() >= 1 && x.size(-1) == first.K, "linear input: expected last dimension ", first.K, ", got ",
+               x.shape_str());
+  Tensor xc = x.contiguous();
+  const int64_t M = xc.numel() / first.K;
+  Shape out_shape = x.shape();
+  out_shape.back() = second.N;
+  Tensor out = Tensor::empty(out_shape);
+  first.forward_chain(out.data<float>(), xc.data<float>(), M, act, second);
+  return out;
+}
+
 }  // namespace encore::ops

@@ -18,6 +18,10 @@ Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
 
 // The same with a weight prepared by kernels::PackedLinear (shape checks against its N, K).
 Tensor linear_forward(const Tensor& x, const kernels::PackedLinear& weight, Act act = Act::none);
+// second(act(x·firstᵀ + b1)) (a feed-forward block in inference): PackedLinear::forward_chain where the pair has
+// one (int8: no f32 intermediate), else the two linear_forward calls.
+Tensor linear_chain_forward(const Tensor& x, const kernels::PackedLinear& first, Act act,
+                            const kernels::PackedLinear& second);
 
 // Over the last dim C. weight/bias (C) or undefined. mean/rstd (rows) are filled when defined.
 Tensor layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,

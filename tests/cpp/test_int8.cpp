@@ -351,6 +351,65 @@ TEST(Int8, LinearWithinQuantizationErrorBound) {
     }
 }
 
+// forward_chain (a feed-forward pair without the f32 intermediate) against the two forwards it replaces: the same
+// kernels on the same values, so bit-identical outputs. Row counts cross the per-thread split (64 rows) and the
+// chain's 8-row blocks; the hidden layer gets outlier rows (x's massive channel through the first weight), the
+// second weight f32 columns, and the second Linear a static input range with an f32 channel. A first Linear with
+// f32 weight columns, an emulated pair or an fp32 second Linear has no chain: chains_with says so, and
+// forward_chain throws without writing.
+TEST(Int8, ChainMatchesTwoForwardsBitwise) {
+  std::vector<Int8Path> paths = {Int8Path::native7};
+  if (int8_path_for_this_cpu() == Int8Path::native8) paths.push_back(Int8Path::native8);
+  struct ChainCase {
+    int64_t M, K, H, N;
+  };
+  const ChainCase cases[] = {{1, 16, 24, 8}, {7, 33, 70, 17}, {9, 64, 256, 64}, {65, 48, 200, 31}, {130, 96, 384, 96}};
+  for (Int8Path path : paths)
+    for (const ChainCase& c : cases)
+      for (Act act : {Act::none, Act::gelu_erf, Act::relu})
+        for (int second_kind = 0; second_kind < 3; ++second_kind) {  // plain, f32 weight columns, static input
+          auto x = randn(c.M * c.K, 31 + c.M, 1.f);
+          for (int64_t m = 0; m < c.M; m += 4) x[m * c.K + (m * 5) % c.K] = 60.f;  // massive channels
+          auto w1 = randn(c.H * c.K, 32 + c.H, 0.1f), b1 = randn(c.H, 33), w2 = randn(c.N * c.H, 34 + c.N, 0.1f),
+               b2 = randn(c.N, 35);
+          if (second_kind == 1)
+            for (int64_t n = 0; n < c.N; ++n) w2[n * c.H + c.H / 3] *= 50.f;
+          auto first = create_int8_linear(w1.data(), b1.data(), c.H, c.K, path);
+          auto second = create_int8_linear(w2.data(), b2.data(), c.N, c.H, path);
+          if (second_kind == 2) {
+            Int8StaticInput in;
+            in.lo = -1.5f;
+            in.hi = 2.5f;
+            in.columns = {c.H / 2};
+            second = second->with_static_int8_input(in);
+          }
+          std::vector<float> hidden(c.M * c.H), want(c.M * c.N), got(c.M * c.N, -7.f);
+          first->forward(hidden.data(), x.data(), c.M, act);
+          second->forward(want.data(), hidden.data(), c.M, Act::none);
+          ASSERT_TRUE(first->chains_with(*second));
+          first->forward_chain(got.data(), x.data(), c.M, act, *second);
+          int64_t differ = 0;
+          for (size_t i = 0; i < got.size(); ++i) differ += !same_bits(got[i], want[i]);
+          EXPECT_EQ(differ, 0) << int8_path_name(path) << " M=" << c.M << " K=" << c.K << " H=" << c.H
+                               << " N=" << c.N << " " << act_name(act) << " second kind " << second_kind;
+        }
+  // no chain: the first Linear has an f32 weight column; an emulated pair; a second Linear of another width; fp32
+  auto w = randn(64 * 48, 41, 0.1f), w2 = randn(32 * 64, 42, 0.1f), x = randn(5 * 48, 43);
+  auto wcol = w;
+  for (int64_t n = 0; n < 64; ++n) wcol[n * 48 + 7] *= 50.f;
+  auto second = create_int8_linear(w2.data(), nullptr, 32, 64, paths[0]);
+  auto plain = create_int8_linear(w.data(), nullptr, 64, 48, paths[0]);
+  EXPECT_TRUE(plain->chains_with(*second));
+  EXPECT_FALSE(create_int8_linear(wcol.data(), nullptr, 64, 48, paths[0])->chains_with(*second));
+  EXPECT_FALSE(create_int8_linear(w.data(), nullptr, 64, 48, Int8Path::emulated)
+                   ->chains_with(*create_int8_linear(w2.data(), nullptr, 32, 64, Int8Path::emulated)));
+  EXPECT_FALSE(plain->chains_with(*plain));  // 64 outputs into 48 inputs
+  EXPECT_FALSE(plain->chains_with(*PackedLinear::create(w2.data(), nullptr, 32, 64, Precision::f32)));
+  std::vector<float> out(5 * 32, -7.f);
+  EXPECT_THROW(plain->forward_chain(out.data(), x.data(), 5, Act::none, *plain), encore::Error);
+  for (float v : out) ASSERT_EQ(v, -7.f);
+}
+
 TEST(Int8, RejectsWhatItCannotRepresent) {
   std::vector<float> w(4 * 70000, 0.01f);
   EXPECT_THROW(create_int8_linear(w.data(), nullptr, 4, 70000), encore::Error);  // int32 accumulation limit
