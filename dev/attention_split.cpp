@@ -24,14 +24,16 @@ namespace encore::kernels::split {
 #include "kernels/simd/math.inl"
 #include "kernels/simd/attention_fused.inl"
 #include "kernels/simd/attention_fused_bf16.inl"
+using attention_detail::ScoreOut;
 
 template <typename Mm>
 struct Timed {
   Mm& mm;
   uint64_t t[3] = {0, 0, 0};
   void load_keys(int64_t j0, int64_t nk) { auto s = __rdtsc(); mm.load_keys(j0, nk); t[0] += __rdtsc() - s; }
-  void scores(float* s, int64_t i0, int64_t nq, int64_t nk) { auto c = __rdtsc(); mm.scores(s, i0, nq, nk); t[1] += __rdtsc() - c; }
-  void pv(float* acc, const float* s, int64_t nq, int64_t nk) { auto c = __rdtsc(); mm.pv(acc, s, nq, nk); t[2] += __rdtsc() - c; }
+  void scores(const ScoreOut& o, int64_t i0, int64_t nq, int64_t nk) { auto c = __rdtsc(); mm.scores(o, i0, nq, nk); t[1] += __rdtsc() - c; }
+  void put_p(float* row, int64_t r, int64_t j, Vec e) { mm.put_p(row, r, j, e); }
+  void pv(float* acc, const float* s, int64_t nq, int64_t nk, bool put) { auto c = __rdtsc(); mm.pv(acc, s, nq, nk, put); t[2] += __rdtsc() - c; }
 };
 
 void run(bool bf16, int64_t Dk, int64_t T, int iters) {
@@ -46,22 +48,20 @@ void run(bool bf16, int64_t Dk, int64_t T, int iters) {
   a.scale = 1.f / std::sqrt(float(Dk));
   uint64_t tot = 0, part[3] = {0, 0, 0}, qprep = 0;
   for (int it = 0; it < iters + 10; ++it) {
-    float* s = scratch.data() + Dk * kKT;
-    float* m = s + kQT * kKT;
-    float* l = m + T;
+    float* work = scratch.data() + Dk * kKT;
     const uint64_t t0 = __rdtsc();
     uint64_t t1 = t0;
     uint64_t p[3];
     if (bf16) {
-      Bf16Tiles mm(a, scratch.data(), l + T);
+      Bf16Tiles mm(a, scratch.data(), work + tile_work_floats(T));
       t1 = __rdtsc();
       Timed<Bf16Tiles> tm{mm};
-      attention_fused_tiles(a, tm, s, m, l);
+      attention_fused_tiles(a, tm, work);
       for (int k = 0; k < 3; ++k) p[k] = tm.t[k];
     } else {
       F32Tiles mm{a, scratch.data()};
       Timed<F32Tiles> tm{mm};
-      attention_fused_tiles(a, tm, s, m, l);
+      attention_fused_tiles(a, tm, work);
       for (int k = 0; k < 3; ++k) p[k] = tm.t[k];
     }
     const uint64_t t2 = __rdtsc();

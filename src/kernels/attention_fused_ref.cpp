@@ -12,12 +12,13 @@ namespace encore::kernels {
 
 int64_t attention_fused_scratch_floats(int64_t T, int64_t D, bool bf16_matmuls) {
   // K tile transposed (D, kAttentionKeyTile), scores (kAttentionQueryTile, kAttentionKeyTile), running max and
-  // sum (T each); the key tile is a multiple of every vector width, so no padding is needed. The bf16 kernel keeps
+  // sum (T each), one key tile's key mask (kAttentionKeyTile) and the score block's row maxima
+  // (kAttentionQueryTile x 16 lanes); the key tile is a multiple of every vector width, so no padding is needed. The bf16 kernel keeps
   // its K tile, (ceil(D/2), kAttentionKeyTile) u32 bf16 pairs, in the fp32 K tile's place and adds, in u32 bf16
   // pairs: the V tile (kAttentionKeyTile/2, D rounded up to 16), Q (T, ceil(D/2)) and the probabilities
   // (kAttentionQueryTile, kAttentionKeyTile/2).
   const int64_t kKT = kAttentionKeyTile, kQT = kAttentionQueryTile, D2 = (D + 1) / 2;
-  const int64_t f32 = D * kKT + kQT * kKT + 2 * T;
+  const int64_t f32 = D * kKT + kQT * kKT + 2 * T + kKT + kQT * 16;
   if (!bf16_matmuls) return f32;
   return f32 + kKT / 2 * ((D + 15) / 16 * 16) + T * D2 + kQT * kKT / 2;
 }

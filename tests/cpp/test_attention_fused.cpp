@@ -1,7 +1,9 @@
 // Tier 1: the fused attention kernel of every ISA table this CPU can run against its scalar twin
 // attention_fused_f32_ref, on a table of cases: odd lengths, head dims with vector tails, single queries/keys,
 // several key tiles (online-softmax rescaling), causal blocks that start mid-sequence, additive bias and key
-// masks with -inf, fully masked queries, and q/k/v read as strided views of a packed (T, 3E) buffer.
+// masks with -inf, fully masked queries, and q/k/v read as strided views of a packed (T, 3E) buffer; blocks
+// without bias or causal mask run the one-pass softmax (row max from the scores), the others the two-pass one,
+// so the table has both, including a first key tile that the key mask hides entirely.
 // Tolerance: max |got - ref| / max(1, |ref|) <= 1e-5, STYLE's f32 kernel tolerance (f32 accumulation over up to
 // 301 keys vs a double-accumulating reference measures 2.4e-6; a missing rescale of the accumulator gives O(1)).
 #include <gtest/gtest.h>
@@ -29,6 +31,7 @@ struct Case {
   int64_t q_start;
   bool bias, key_mask, all_masked_query;
   float scale = 0.f;  // 0: 1/sqrt(D); else as set (T5 scores unscaled: 1)
+  bool masked_first_tile = false;  // key_mask -inf on every key of the first key tile (kAttentionKeyTile keys)
 };
 
 const Case kCases[] = {
@@ -45,6 +48,11 @@ const Case kCases[] = {
     {3, 1, 16, false, 0, true, false, false},      // one key
     {33, 140, 16, false, 0, true, true, false, 1.f},  // scale 1 (T5): unscaled, sharper scores, bias + mask
     {9, 70, 12, true, 0, true, false, false, 0.2357f},  // scale 1/sqrt(3·d) (DeBERTa), head-dim tail, causal
+    // Blocks without bias or causal mask (encoders) take the one-pass softmax, its row max from the scores:
+    {48, 48, 32, false, 0, false, true, false},     // MiniLM's head, a short key tile, key mask
+    {100, 300, 64, false, 0, false, true, false},   // three key tiles (rescaling), key-tile tail 44, key mask
+    {33, 256, 32, false, 0, false, false, false},   // two full key tiles, no masks
+    {9, 200, 16, false, 0, false, true, false, 0.f, true},  // first key tile all masked: its p row is 0, m, l kept
 };
 
 // The block of case n: head 1 of two heads packed as (rows, 3E) = q | k | v, its bias and key mask.
@@ -62,6 +70,8 @@ CaseData make_case(const Case& c, int n) {
   cd.bias = randn(c.T * (c.S + 3), 22 + n);
   cd.key_mask = randn(c.S, 33 + n);
   for (int64_t j = 1; j < c.S; j += 4) cd.key_mask[j] = neg_inf;
+  if (c.masked_first_tile)
+    for (int64_t j = 0; j < std::min(c.S, kAttentionKeyTile); ++j) cd.key_mask[j] = neg_inf;
   if (c.all_masked_query)  // query 2 (or the last) sees only -inf
     for (int64_t j = 0; j < c.S; ++j) cd.bias[std::min<int64_t>(2, c.T - 1) * (c.S + 3) + j] = neg_inf;
   AttentionBlock& a = cd.a;
@@ -262,28 +272,34 @@ TEST(AttentionFused, RefMatchesDirectFormula) {
 
 // A padding-free batch of mixed lengths, longest first (as the server's batcher orders them): run_fused splits its
 // (sequence, head, query chunk) tasks between threads by cost; every task must run once whatever the split. Each
-// sequence's output equals attention over that sequence alone, within 1e-6.
+// sequence's output equals attention over that sequence alone, within 1e-6, for both kernels (fp32, and bf16
+// matmuls inside an AttentionPrecisionScope) at head dims 16 and 32 (MiniLM's).
 TEST(AttentionFused, PaddingFreeMixedLengthsMatchEachSequenceAlone) {
   using encore::Tensor;
-  const int64_t H = 4, Dh = 16, E = H * Dh;
-  const std::vector<int64_t> lengths = {200, 97, 64, 33, 5, 1, 1};
-  std::vector<int64_t> cu = {0};
-  for (int64_t n : lengths) cu.push_back(cu.back() + n);
-  const int64_t N = cu.back();
-  auto qv = randn(N * E, 71), kv = randn(N * E, 72), vv = randn(N * E, 73);
-  const Tensor q = Tensor::from_floats({1, N, E}, qv.data()), k = Tensor::from_floats({1, N, E}, kv.data()),
-               v = Tensor::from_floats({1, N, E}, vv.data());
-  encore::ops::AttentionMasks packed;
-  packed.cu_seqlens = cu;
-  const Tensor out = encore::ops::attention_forward(q, k, v, H, packed, nullptr, 0.0, false, 0).contiguous();
-  for (size_t b = 0; b < lengths.size(); ++b) {
-    const int64_t n = lengths[b], r = cu[b];
-    const Tensor qb = Tensor::from_floats({1, n, E}, qv.data() + r * E), kb = Tensor::from_floats({1, n, E}, kv.data() + r * E),
-                 vb = Tensor::from_floats({1, n, E}, vv.data() + r * E);
-    const Tensor alone = encore::ops::attention_forward(qb, kb, vb, H, {}, nullptr, 0.0, false, 0).contiguous();
-    double err = 0;
-    for (int64_t i = 0; i < n * E; ++i)
-      err = std::max(err, std::abs(double(out.data<float>()[r * E + i]) - alone.data<float>()[i]));
-    EXPECT_LE(err, 1e-6) << "sequence " << b << " of length " << n;
-  }
+  for (const bool bf16 : {false, true})
+    for (const int64_t Dh : {16, 32}) {
+      encore::ops::AttentionPrecisionScope precision(bf16);
+      const int64_t H = 4, E = H * Dh;
+      const std::vector<int64_t> lengths = {200, 97, 64, 33, 5, 1, 1};
+      std::vector<int64_t> cu = {0};
+      for (int64_t n : lengths) cu.push_back(cu.back() + n);
+      const int64_t N = cu.back();
+      auto qv = randn(N * E, 71), kv = randn(N * E, 72), vv = randn(N * E, 73);
+      const Tensor q = Tensor::from_floats({1, N, E}, qv.data()), k = Tensor::from_floats({1, N, E}, kv.data()),
+                   v = Tensor::from_floats({1, N, E}, vv.data());
+      encore::ops::AttentionMasks packed;
+      packed.cu_seqlens = cu;
+      const Tensor out = encore::ops::attention_forward(q, k, v, H, packed, nullptr, 0.0, false, 0).contiguous();
+      for (size_t b = 0; b < lengths.size(); ++b) {
+        const int64_t n = lengths[b], r = cu[b];
+        const Tensor qb = Tensor::from_floats({1, n, E}, qv.data() + r * E),
+                     kb = Tensor::from_floats({1, n, E}, kv.data() + r * E),
+                     vb = Tensor::from_floats({1, n, E}, vv.data() + r * E);
+        const Tensor alone = encore::ops::attention_forward(qb, kb, vb, H, {}, nullptr, 0.0, false, 0).contiguous();
+        double err = 0;
+        for (int64_t i = 0; i < n * E; ++i)
+          err = std::max(err, std::abs(double(out.data<float>()[r * E + i]) - alone.data<float>()[i]));
+        EXPECT_LE(err, 1e-6) << (bf16 ? "bf16" : "f32") << " Dh " << Dh << " sequence " << b << " of length " << n;
+      }
+    }
 }

@@ -44,21 +44,20 @@ inline void bf16_row(uint16_t* row, const float* x, int64_t n, int64_t n2) {
 
 // s[r, c + 16x] = scale · sum_p qb[r, p]·kt2[p, c + 16x] (pairs), R rows x NV vectors of keys
 template <int R, int NV>
-inline void score_block_bf16(float* s, const uint32_t* qb, int64_t ld_qb, const uint32_t* kt2, int64_t Dk2, int64_t c,
+inline void score_block_bf16(const ScoreOut& o, const uint32_t* qb, int64_t ld_qb, const uint32_t* kt2, int64_t Dk2, int64_t c,
                              float scale) {
-  __m512 acc[R][NV];
+  Vec acc[R][NV];
   for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_setzero_ps();
+    for (int x = 0; x < NV; ++x) acc[r][x].v = _mm512_setzero_ps();
   for (int64_t p = 0; p < Dk2; ++p) {
     __m512i kv[NV];
     for (int x = 0; x < NV; ++x) kv[x] = _mm512_loadu_si512(kt2 + p * kKT + c + x * 16);
     for (int r = 0; r < R; ++r) {
       const __m512i qv = _mm512_set1_epi32(static_cast<int>(qb[r * ld_qb + p]));
-      for (int x = 0; x < NV; ++x) acc[r][x] = dot_pairs(acc[r][x], qv, kv[x]);
+      for (int x = 0; x < NV; ++x) acc[r][x].v = dot_pairs(acc[r][x].v, qv, kv[x]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NV; ++x) _mm512_storeu_ps(s + r * kKT + c + x * 16, _mm512_mul_ps(acc[r][x], _mm512_set1_ps(scale)));
+  store_scores<R, NV>(o, acc, c, scale);
 }
 
 // acc[r, c + 16x] += sum_p pb[r, p]·vt2[p, c + 16x] (pairs) over np pairs of keys; columns past Dv masked
@@ -137,23 +136,30 @@ struct Bf16Tiles {
     }
   }
 
-  void scores(float* s, int64_t i0, int64_t nq, int64_t /*nk*/) {
+  void scores(const ScoreOut& so, int64_t i0, int64_t nq, int64_t /*nk*/) {
     for_row_blocks(nq, [&]<int R>(int64_t r) {
+      const ScoreOut o = so.rows_from(r);
       const uint32_t* q = qb + (i0 + r) * Dk2;
       int64_t c = 0;
-      for (; c + 64 <= nk_pad; c += 64) score_block_bf16<R, 4>(s + r * kKT, q, Dk2, kt2, Dk2, c, a.scale);
+      for (; c + 64 <= nk_pad; c += 64) score_block_bf16<R, 4>(o, q, Dk2, kt2, Dk2, c, a.scale);
       switch ((nk_pad - c) / 16) {  // the rest as one block: R·NV chains in flight (a short key tile, e.g. 48)
-        case 3: score_block_bf16<R, 3>(s + r * kKT, q, Dk2, kt2, Dk2, c, a.scale); break;
-        case 2: score_block_bf16<R, 2>(s + r * kKT, q, Dk2, kt2, Dk2, c, a.scale); break;
-        case 1: score_block_bf16<R, 1>(s + r * kKT, q, Dk2, kt2, Dk2, c, a.scale); break;
+        case 3: score_block_bf16<R, 3>(o, q, Dk2, kt2, Dk2, c, a.scale); break;
+        case 2: score_block_bf16<R, 2>(o, q, Dk2, kt2, Dk2, c, a.scale); break;
+        case 1: score_block_bf16<R, 1>(o, q, Dk2, kt2, Dk2, c, a.scale); break;
         default: break;
       }
     });
   }
 
-  void pv(float* acc, const float* s, int64_t nq, int64_t nk) {
+  // p[r, j .. j + 16) rounded to bf16 straight into the pairs P·V reads (pb rows are kKT u16 long)
+  void put_p(float* /*row*/, int64_t r, int64_t j, Vec e) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(reinterpret_cast<uint16_t*>(pb + r * (kKT / 2)) + j), (__m256i)_mm512_cvtneps_pbh(e.v));
+  }
+
+  void pv(float* acc, const float* s, int64_t nq, int64_t nk, bool put) {
     const int64_t np = (nk + 1) / 2;
-    for (int64_t r = 0; r < nq; ++r) bf16_row(reinterpret_cast<uint16_t*>(pb + r * (kKT / 2)), s + r * kKT, nk, np);
+    if (!put)  // the two-pass softmax left p in s
+      for (int64_t r = 0; r < nq; ++r) bf16_row(reinterpret_cast<uint16_t*>(pb + r * (kKT / 2)), s + r * kKT, nk, np);
     auto rows = [&]<int R>(int64_t r) {
       float* o = acc + r * a.ld_out;
       const uint32_t* p = pb + r * (kKT / 2);
@@ -173,9 +179,7 @@ struct Bf16Tiles {
 void attention_fused_bf16(const AttentionBlock& a, float* scratch) {
   using namespace attention_detail;
   const int64_t D = std::max(a.Dk, a.Dv);
-  float* s = scratch + D * kKT;  // (kQT, kKT): scores, then probabilities (as the fp32 kernel lays them out)
-  float* m = s + kQT * kKT;      // (T) running max
-  float* l = m + a.T;            // (T) running sum
-  Bf16Tiles mm(a, scratch, l + a.T);
-  attention_fused_tiles(a, mm, s, m, l);
+  float* work = scratch + D * kKT;  // the tile loop's work (tile_work_floats), as the fp32 kernel lays it out
+  Bf16Tiles mm(a, scratch, work + tile_work_floats(a.T));
+  attention_fused_tiles(a, mm, work);
 }
