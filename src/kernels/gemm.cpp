@@ -130,6 +130,7 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
   if (M == 0 || N == 0) return;
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
+  const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * K * N)));
   LinearKey key{M, K, N, bias != nullptr, act};
   dnnl::matmul prim = linear_cache().get(key);
   auto& eng = onednn_engine();
@@ -145,6 +146,7 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
 void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * N * K)));
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   ENCORE_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st), " for M=", M, " N=", N,
                " K=", K);
@@ -242,6 +244,8 @@ class OneDnnPackedLinear final : public PackedLinear {
     thread_local std::vector<uint16_t> in_bf16;
     thread_local std::vector<uint8_t> pad;
     const bool bf16 = wdt_ == dt::bf16;
+    // oneDNN threads the call by the work-size rule (a no-op inside the bf16 path's parallel region)
+    const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * K * N)));
     if (bf16) {
       if (in_bf16.size() < static_cast<size_t>(M * K)) in_bf16.resize(static_cast<size_t>(M * K));
       kernels().convert_f32_to_bf16(in_bf16.data(), in, M * K);

@@ -566,6 +566,7 @@ std::vector<AutoModel::Family> AutoModel::supported_families() {
 ModelOutput AutoModel::forward(const Tensor& input_ids, const Tensor& attention_mask, const Tensor& token_type_ids,
                                const ForwardOptions& options) const {
   models::check_inputs(input_ids, attention_mask, token_type_ids);
+  runtime::spread_team();  // no two of this call's threads on one CPU (runtime/parallel.hpp)
   const ops::AttentionPrecisionScope attention_precision(impl_->bf16_attention);  // decided by load_model
   return impl_->forward(input_ids, attention_mask, token_type_ids, options);
 }

@@ -66,10 +66,13 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
                  int64_t ld_q, int64_t ld_k, int64_t ld_v, int64_t ld_out, float scale,
                  const detail::AttnMaskPlanes& bias, int64_t ld_bias, bool causal) {
   const int64_t pairs = static_cast<int64_t>(seqs.size()) * H;
+  double flops = 0;  // QKᵀ and PV, as attention_flops counts them
+  for (const FusedSeq& sq : seqs) flops += 2.0 * static_cast<double>(H * sq.T * sq.S * (Dk + Dv));
+  const int threads = runtime::threads_for_flops(flops);
   std::vector<int64_t> chunk(seqs.size()), first_task(seqs.size() + 1, 0);  // tasks of b: [first_task[b], ...)
   int64_t longest_chunk = 0;
   for (size_t b = 0; b < seqs.size(); ++b) {
-    chunk[b] = fused_chunk(seqs[b].T, pairs, runtime::num_threads());
+    chunk[b] = fused_chunk(seqs[b].T, pairs, threads);
     longest_chunk = std::max(longest_chunk, chunk[b]);
     first_task[b + 1] = first_task[b] + H * ((seqs[b].T + chunk[b] - 1) / chunk[b]);
   }
@@ -87,7 +90,7 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
       cost_before[t + 1] = cost_before[t] + static_cast<double>(std::min(chunk[b], seqs[b].T - i0)) * (seqs[b].S + 16);
     }
   }
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(runtime::num_threads(), tasks));
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, tasks));
   auto part_start = [&](int64_t p) {
     if (p >= parts) return tasks;
     const double target = cost_before[tasks] * static_cast<double>(p) / static_cast<double>(parts);
@@ -97,8 +100,11 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
   const bool bf16 = attention_bf16_matmuls();
   const auto kernel = bf16 ? kt.attention_fused_bf16 : kt.attention_fused_f32;
   const int64_t scratch_floats = kernels::attention_fused_scratch_floats(longest_chunk, std::max(Dk, Dv), bf16);
+  // Every part's scratch in one block, allocated here: allocations from inside the region serialised the threads
+  // on the allocator's lock (a futex sleep and wake per call, ~10 µs of a 12-head call on 2 threads).
+  Tensor scratch = Tensor::empty({parts * scratch_floats});
   runtime::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
-    Tensor scratch = Tensor::empty({scratch_floats});
+    float* part_scratch = scratch.data<float>() + p0 * scratch_floats;
     for (int64_t t = part_start(p0); t < part_start(p1); ++t) {
       const int64_t b = std::upper_bound(first_task.begin(), first_task.end(), t) - first_task.begin() - 1;
       const FusedSeq& sq = seqs[b];
@@ -125,7 +131,7 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
       a.key_mask = sq.key_mask;
       a.causal = causal;
       a.q_start = i0;
-      kernel(a, scratch.data<float>());
+      kernel(a, part_scratch);
     }
   });
   return out;
@@ -222,6 +228,8 @@ AttnMaskPlanes attn_mask_planes(const Tensor& am, int64_t B, int64_t H, int64_t 
 }  // namespace detail
 
 int64_t attention_fused_scratch_bytes(int64_t B, int64_t T, int64_t heads, int64_t Dk, int64_t threads, bool bf16_matmuls) {
+  // the threads run_fused gives B sequences of T queries and keys (Dv = Dk)
+  threads = runtime::threads_for_flops(2.0 * static_cast<double>(B * heads * T * T * 2 * Dk), static_cast<int>(threads));
   const int64_t chunk = fused_chunk(T, B * heads, threads), tasks = B * heads * ((T + chunk - 1) / chunk);
   return std::max<int64_t>(1, std::min(threads, tasks)) *
          kernels::attention_fused_scratch_floats(chunk, Dk, bf16_matmuls) * static_cast<int64_t>(sizeof(float));
@@ -280,6 +288,7 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
   const int64_t vB = v.strides()[0], vT = v.strides()[1];
   const float* kpm_p = masks.key_padding_mask.defined() ? masks.key_padding_mask.data<float>() : nullptr;
 
+  const int threads = runtime::threads_for_flops(2.0 * static_cast<double>(B * H * T * S * (Dh + Dv)));
   runtime::parallel_for(0, B * H, 1, [&](int64_t p0, int64_t p1) {
     // One score buffer per task range (i.e. per thread), unless the caller keeps the probabilities.
     Tensor scratch = probs ? Tensor() : Tensor::empty({T * S});
@@ -301,7 +310,7 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int6
       kt.gemm_f32(false, false, T, Dv, S, 1.f, scores, S, vp + b * vB + g * Dv, vT, 0.f,
                   out.data<float>() + b * T * Ev + h * Dv, Ev);
     }
-  });
+  }, threads);
   return out;
 }
 

@@ -1,0 +1,176 @@
+// The work-size rule (runtime/parallel.hpp, threads_for_flops): ops whose work is below it run on the calling
+// thread, whether encore splits them (attention) or oneDNN does (Linear), with the same results as on more
+// threads; and spread_team leaves every thread's affinity mask as it found it.
+//
+// Parallel regions are counted by wrapping libgomp's entry point GOMP_parallel (what `#pragma omp parallel`
+// compiles to, in libencore and in libdnnl alike): this binary's definition is the one the dynamic linker binds,
+// and it forwards to libgomp's.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <sched.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "encore/runtime.hpp"
+#include "kernels/kernels.hpp"
+#include "ops/ops.hpp"
+#include "runtime/parallel.hpp"
+
+namespace {
+std::atomic<int> g_regions{0};
+}  // namespace
+
+extern "C" void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags) {
+  using Real = void (*)(void (*)(void*), void*, unsigned, unsigned);
+  static const Real real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "GOMP_parallel"));
+  g_regions.fetch_add(1, std::memory_order_relaxed);
+  real(fn, data, num_threads, flags);
+}
+
+namespace {
+
+using namespace encore;
+
+// Restores the thread count a test changes.
+struct Threads {
+  explicit Threads(int n) : prev(get_num_threads()) { set_num_threads(n); }
+  ~Threads() { set_num_threads(prev); }
+  int prev;
+};
+
+template <typename Fn>
+int regions_opened(Fn&& fn) {
+  const int before = g_regions.load();
+  fn();
+  return g_regions.load() - before;
+}
+
+std::vector<float> values(int64_t n, uint32_t seed) {  // deterministic, in [-1, 1)
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.f;
+  }
+  return v;
+}
+
+TEST(WorkRule, ThreadsForFlops) {
+  const double k = runtime::kMinFlopsPerThread;
+  EXPECT_EQ(runtime::threads_for_flops(0, 2), 1);
+  EXPECT_EQ(runtime::threads_for_flops(2 * k - 1, 2), 1);
+  EXPECT_EQ(runtime::threads_for_flops(2 * k, 2), 2);
+  EXPECT_EQ(runtime::threads_for_flops(1e12, 2), 2);
+  EXPECT_EQ(runtime::threads_for_flops(3.5 * k, 8), 3);
+  EXPECT_EQ(runtime::threads_for_flops(1e12, 1), 1);
+  Threads two(2);
+  EXPECT_EQ(runtime::threads_for_flops(1e12), 2);
+}
+
+TEST(WorkRule, ParallelForCapRunsOnTheCallingThread) {
+  Threads two(2);
+  int calls = 0, team = 0;
+  const int opened = regions_opened([&] {
+    runtime::parallel_for(0, 100, 1, [&](int64_t b, int64_t e) {
+      ++calls;
+      team = omp_get_num_threads();
+      EXPECT_EQ(b, 0);
+      EXPECT_EQ(e, 100);
+    }, 1);
+  });
+  EXPECT_EQ(opened, 0);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(team, 1);
+}
+
+// MiniLM's attention shape: one sequence, 12 heads of 32. 3 tokens is 13.8 kFLOP (below 2 x kMinFlopsPerThread),
+// 64 tokens 6.3 MFLOP. Each (head, query) row is computed the same way whatever thread runs it: bit-identical.
+TEST(WorkRule, AttentionBelowTheRuleOpensNoRegion) {
+  const int64_t H = 12, D = 32;
+  for (const int64_t T : {int64_t{3}, int64_t{64}}) {
+    auto make = [&](uint32_t seed) { return Tensor::from_floats({1, T, H * D}, values(T * H * D, seed).data()); };
+    const Tensor q = make(1), k = make(2), v = make(3);
+    const ops::AttentionMasks masks;
+    const bool small = ops::attention_flops(q, k, v, masks) < 2 * runtime::kMinFlopsPerThread;
+    EXPECT_EQ(small, T == 3);
+    Tensor one, two;
+    {
+      Threads t(1);
+      one = ops::attention_forward(q, k, v, H, masks, nullptr, 0.0, false, 0);
+    }
+    Threads t(2);
+    const int opened = regions_opened([&] { two = ops::attention_forward(q, k, v, H, masks, nullptr, 0.0, false, 0); });
+    if (small)
+      EXPECT_EQ(opened, 0) << "T " << T;
+    else
+      EXPECT_GE(opened, 1) << "T " << T;
+    ASSERT_EQ(one.numel(), two.numel());
+    EXPECT_EQ(std::memcmp(one.data<float>(), two.data<float>(), sizeof(float) * one.numel()), 0) << "T " << T;
+  }
+}
+
+// A Linear of 1 x 64 x 128 (16 kFLOP, which oneDNN alone splits over 2 threads: one region) runs on the calling
+// thread, one of 64 x 64 x 128 (1 MFLOP) in oneDNN's threads; both within 1e-5 of a double-precision reference
+// (sums of 64 products of values in [-1, 1) plus a bias: it measured 1.1e-6 and 3.2e-6).
+TEST(WorkRule, LinearBelowTheRuleRunsOnTheCallingThread) {
+  const int64_t K = 64, N = 128;
+  const std::vector<float> w = values(N * K, 7), b = values(N, 8);
+  Threads two(2);
+  const auto linear = kernels::PackedLinear::create(w.data(), b.data(), N, K, kernels::Precision::f32);
+  for (const int64_t M : {int64_t{1}, int64_t{64}}) {
+    const std::vector<float> in = values(M * K, 9);
+    std::vector<float> out(static_cast<size_t>(M * N));
+    linear->forward(out.data(), in.data(), M, kernels::Act::none);  // creates the primitive
+    const int opened = regions_opened([&] { linear->forward(out.data(), in.data(), M, kernels::Act::none); });
+    if (2.0 * M * K * N < 2 * runtime::kMinFlopsPerThread)
+      EXPECT_EQ(opened, 0) << "M " << M;
+    else
+      EXPECT_GE(opened, 1) << "M " << M;
+    double worst = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double ref = b[n];
+        for (int64_t kk = 0; kk < K; ++kk) ref += static_cast<double>(in[m * K + kk]) * w[n * K + kk];
+        worst = std::max(worst, std::abs(ref - out[m * N + n]));
+      }
+    EXPECT_LT(worst, 1e-5) << "M " << M;
+  }
+}
+
+TEST(WorkRule, ThreadLimitScopesOpenMPsCount) {
+  Threads two(2);
+  {
+    runtime::ThreadLimit limit(1);
+    EXPECT_EQ(omp_get_max_threads(), 1);
+    runtime::ThreadLimit wider(4);  // not below the current count: nothing changes
+    EXPECT_EQ(omp_get_max_threads(), 1);
+  }
+  EXPECT_EQ(omp_get_max_threads(), 2);
+}
+
+bool same_mask(const cpu_set_t& a, const cpu_set_t& b) { return CPU_EQUAL(&a, &b); }
+
+// Whatever spread_team moves, every thread of the team ends with the affinity mask it had; with more threads
+// than CPUs it still returns.
+TEST(SpreadTeam, LeavesEveryThreadsAffinityMask) {
+  cpu_set_t process;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(process), &process), 0);
+  for (const int n : {1, 2, 3, 2 * CPU_COUNT(&process) + 1}) {
+    Threads t(n);
+    runtime::spread_team();
+    std::atomic<int> differing{0}, seen{0};
+#pragma omp parallel num_threads(n)
+    {
+      cpu_set_t mine;
+      if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || !same_mask(mine, process)) differing.fetch_add(1);
+      seen.fetch_add(1);
+    }
+    EXPECT_EQ(differing.load(), 0) << n << " threads";
+    EXPECT_EQ(seen.load(), n) << n << " threads";
+  }
+}
+
+}  // namespace
