@@ -18,9 +18,25 @@ int64_t attention_fused_scratch_floats(int64_t T, int64_t D, bool bf16_matmuls) 
   // pairs: the V tile (kAttentionKeyTile/2, D rounded up to 16), Q (T, ceil(D/2)) and the probabilities
   // (kAttentionQueryTile, kAttentionKeyTile/2).
   const int64_t kKT = kAttentionKeyTile, kQT = kAttentionQueryTile, D2 = (D + 1) / 2;
+  // Rounded up to 16 floats, so that scratches laid end to end (one per thread) all stay 64-byte aligned.
+  auto whole_lines = [](int64_t n) { return (n + 15) / 16 * 16; };
   const int64_t f32 = D * kKT + kQT * kKT + 2 * T + kKT + kQT * 16;
-  if (!bf16_matmuls) return f32;
-  return f32 + kKT / 2 * ((D + 15) / 16 * 16) + T * D2 + kQT * kKT / 2;
+  if (!bf16_matmuls) return whole_lines(f32);
+  return whole_lines(f32 + kKT / 2 * ((D + 15) / 16 * 16) + T * D2 + kQT * kKT / 2);
+}
+
+void attention_prefetch_block(const AttentionBlock& a) {
+  // one prefetch per 64-byte line of each row; locality 2: to L2 (a block's rows are 24-130 KB, more than L1)
+  auto rows = [](const float* p, int64_t n, int64_t ld, int64_t cols) {
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < cols; c += 16) __builtin_prefetch(p + r * ld + c, 0, 2);
+  };
+  const int64_t keys = a.causal ? std::min(a.S, a.q_start + a.T) : a.S;
+  rows(a.q, a.T, a.ld_q, a.Dk);
+  rows(a.k, keys, a.ld_k, a.Dk);
+  rows(a.v, keys, a.ld_v, a.Dv);
+  for (int64_t r = 0; r < a.T; ++r)  // the output rows, which the call writes first (with intent to write)
+    for (int64_t c = 0; c < a.Dv; c += 16) __builtin_prefetch(a.out + r * a.ld_out + c, 1, 2);
 }
 
 uint16_t round_bf16_daz_ref(float x) {

@@ -112,6 +112,10 @@ constexpr int64_t kAttentionKeyTile = 128;
 // the bf16 kernel's buffers.
 int64_t attention_fused_scratch_floats(int64_t T, int64_t D, bool bf16_matmuls);
 void attention_fused_f32_ref(const AttentionBlock& a, float* scratch);
+// Starts loading, into L2, the q rows and the k and v rows (up to the causal limit) a fused call on `a` will read:
+// the rows of a (T, 3E) QKV buffer are kilobytes apart, and a block read straight from memory ran at about half
+// its cached rate. The op issues it for the next task before running the current one. Reads nothing itself.
+void attention_prefetch_block(const AttentionBlock& a);
 // bf16-matmul attention (the bf16 and int8 dtypes' attention, ops::AttentionPrecisionScope), one query at a time
 // over the key tiles [j0, j0 + kAttentionKeyTile) the fast kernel visits, rounding exactly where it does:
 //   y_j = scale·sum_d bf16(q[i,d])·bf16(k[j,d]) + bias[i,j] + key_mask[j]      (products exact, fp32 sum)

@@ -100,38 +100,45 @@ Tensor run_fused(Tensor out, const std::vector<FusedSeq>& seqs, int64_t H, int64
   const bool bf16 = attention_bf16_matmuls();
   const auto kernel = bf16 ? kt.attention_fused_bf16 : kt.attention_fused_f32;
   const int64_t scratch_floats = kernels::attention_fused_scratch_floats(longest_chunk, std::max(Dk, Dv), bf16);
+  auto block_of = [&](int64_t t) {
+    const int64_t b = std::upper_bound(first_task.begin(), first_task.end(), t) - first_task.begin() - 1;
+    const FusedSeq& sq = seqs[b];
+    const int64_t chunks = (sq.T + chunk[b] - 1) / chunk[b], local = t - first_task[b];
+    const int64_t h = local / chunks, i0 = (local % chunks) * chunk[b];
+    kernels::AttentionBlock a;
+    a.q = sq.q + i0 * ld_q + h * Dk;
+    a.k = sq.k + (h / group) * Dk;
+    a.v = sq.v + (h / group) * Dv;
+    a.out = sq.out + i0 * ld_out + h * Dv;
+    a.ld_q = ld_q;
+    a.ld_k = ld_k;
+    a.ld_v = ld_v;
+    a.ld_out = ld_out;
+    a.T = std::min(chunk[b], sq.T - i0);
+    a.S = sq.S;
+    a.Dk = Dk;
+    a.Dv = Dv;
+    a.scale = scale;
+    if (bias.data) {
+      a.bias = bias.plane(b, h) + i0 * ld_bias;
+      a.ld_bias = ld_bias;
+    }
+    a.key_mask = sq.key_mask;
+    a.causal = causal;
+    a.q_start = i0;
+    return a;
+  };
   // Every part's scratch in one block, allocated here: allocations from inside the region serialised the threads
   // on the allocator's lock (a futex sleep and wake per call, ~10 µs of a 12-head call on 2 threads).
+  // (scratch_floats is a multiple of 16, so every part's scratch stays 64-byte aligned.)
   Tensor scratch = Tensor::empty({parts * scratch_floats});
   runtime::parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
     float* part_scratch = scratch.data<float>() + p0 * scratch_floats;
-    for (int64_t t = part_start(p0); t < part_start(p1); ++t) {
-      const int64_t b = std::upper_bound(first_task.begin(), first_task.end(), t) - first_task.begin() - 1;
-      const FusedSeq& sq = seqs[b];
-      const int64_t chunks = (sq.T + chunk[b] - 1) / chunk[b], local = t - first_task[b];
-      const int64_t h = local / chunks, i0 = (local % chunks) * chunk[b];
-      kernels::AttentionBlock a;
-      a.q = sq.q + i0 * ld_q + h * Dk;
-      a.k = sq.k + (h / group) * Dk;
-      a.v = sq.v + (h / group) * Dv;
-      a.out = sq.out + i0 * ld_out + h * Dv;
-      a.ld_q = ld_q;
-      a.ld_k = ld_k;
-      a.ld_v = ld_v;
-      a.ld_out = ld_out;
-      a.T = std::min(chunk[b], sq.T - i0);
-      a.S = sq.S;
-      a.Dk = Dk;
-      a.Dv = Dv;
-      a.scale = scale;
-      if (bias.data) {
-        a.bias = bias.plane(b, h) + i0 * ld_bias;
-        a.ld_bias = ld_bias;
-      }
-      a.key_mask = sq.key_mask;
-      a.causal = causal;
-      a.q_start = i0;
-      kernel(a, part_scratch);
+    const int64_t end = part_start(p1);
+    for (int64_t t = part_start(p0); t < end; ++t) {
+      // the next task's rows start loading while this one runs (a (T, 3E) buffer's rows are kilobytes apart)
+      if (t + 1 < end) kernels::attention_prefetch_block(block_of(t + 1));
+      kernel(block_of(t), part_scratch);
     }
   });
   return out;
