@@ -132,9 +132,11 @@ TEST(Kernels, LayerNormAndRmsNormMatchRef) {
 TEST(Kernels, ActivationsMatchRef) {
   struct Case {
     Act act;
-    double tol;  // max abs (scaled) error; gelu-erf uses a polynomial erf (A&S 7.1.26, |err| < 1.5e-7)
+    // max abs (scaled) error. gelu-erf uses a rational erf (simd/math.inl, |err| <= 4e-7 near |x| = 4), which
+    // x/2 amplifies where 1 + erf cancels: 1.22e-6 measured at x = -5.5 (dev/int8_linear_costs.cpp's check)
+    double tol;
   };
-  const Case cases[] = {{Act::none, 0}, {Act::relu, 0}, {Act::gelu_erf, 1e-6}, {Act::gelu_tanh, 1e-6}, {Act::silu, 1e-6}, {Act::tanh, 1e-6}};
+  const Case cases[] = {{Act::none, 0}, {Act::relu, 0}, {Act::gelu_erf, 1.5e-6}, {Act::gelu_tanh, 1e-6}, {Act::silu, 1e-6}, {Act::tanh, 1e-6}};
   for (const KernelTable* t : distinct_tables(&KernelTable::activation_f32, "activation_f32"))
     for (const Case& c : cases)
       for (int64_t n : kSizes) {

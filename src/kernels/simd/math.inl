@@ -18,20 +18,27 @@ inline Vec vexp(Vec x) {
   return scale_pow2(p, n);
 }
 
-// erf(x) by Abramowitz & Stegun 7.1.26: 1 - (a1·t + ... + a5·t^5)·exp(-x²), t = 1/(1 + p·|x|);
-// max abs error 1.5e-7; odd symmetry restores the sign.
-inline Vec verf(Vec x) {
-  Vec ax = vabs(x);
-  Vec t = div(set1(1.f), fmadd(set1(0.3275911f), ax, set1(1.f)));
-  Vec poly = set1(1.061405429f);
-  poly = fmadd(poly, t, set1(-1.453152027f));
-  poly = fmadd(poly, t, set1(1.421413741f));
-  poly = fmadd(poly, t, set1(-0.284496736f));
-  poly = fmadd(poly, t, set1(0.254829592f));
-  poly = mul(poly, t);
-  Vec e = vexp(mul(mul(ax, ax), set1(-1.f)));
-  Vec y = sub(set1(1.f), mul(poly, e));
-  return copysign_of(y, x);
+// erf(x) = x·P(x²)/Q(x²) on x clamped to [-4, 4] (beyond, erf is ±1 in f32): the rational minimax
+// approximation of Eigen's and XLA's float erf. Max abs error about 4e-7 (near the clamp; 1e-7 elsewhere),
+// measured against std::erf in double; 12 FMAs and one division, no exp: GELU's cost in an epilogue is this
+// function (the Abramowitz & Stegun 7.1.26 form it replaces, 1.5e-7 with an exp, took 0.24 ns per element
+// per thread, this one 0.14: dev/int8_linear_costs.cpp).
+inline Vec verf(Vec a) {
+  const Vec x = vmin(vmax(a, set1(-4.f)), set1(4.f));
+  const Vec x2 = mul(x, x);
+  Vec p = set1(-2.72614225801306e-10f);
+  p = fmadd(p, x2, set1(2.77068142495902e-08f));
+  p = fmadd(p, x2, set1(-2.10102402082508e-06f));
+  p = fmadd(p, x2, set1(-5.69250639462346e-05f));
+  p = fmadd(p, x2, set1(-7.34990630326855e-04f));
+  p = fmadd(p, x2, set1(-2.95459980854025e-03f));
+  p = fmadd(p, x2, set1(-1.60960333262415e-02f));
+  Vec q = set1(-1.45660718464996e-05f);
+  q = fmadd(q, x2, set1(-2.13374055278905e-04f));
+  q = fmadd(q, x2, set1(-1.68282697438203e-03f));
+  q = fmadd(q, x2, set1(-7.37332916720468e-03f));
+  q = fmadd(q, x2, set1(-1.42647390514189e-02f));
+  return div(mul(p, x), q);
 }
 
 // tanh(y) = 1 - 2/(1 + exp(2y)); saturates correctly at ±1.
