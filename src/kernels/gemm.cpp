@@ -341,6 +341,22 @@ class EmulatedBf16Linear final : public PackedLinear {
 
 }  // namespace
 
+bool lazy_f32_packing_is_exact() {
+  static const bool exact = [] {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    // oneDNN's brgemm matmul reorders a plain weight into its blocked layout per call and then runs the kernel
+    // the packed weight runs; any other implementation (gemm:jit) may sum in another order per weight layout.
+    const int64_t M = 128, K = 64, N = 64;
+    const dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(dnnl::memory::desc({M, K}, dt::f32, tag::ab), dnnl::memory::desc({K, N}, dt::f32, tag::any),
+                           dnnl::memory::desc({M, N}, dt::f32, tag::ab)),
+        onednn_engine());
+    return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+  }();
+  return exact;
+}
+
 std::shared_ptr<const PackedLinear> PackedLinear::create(const float* weight, const float* bias, int64_t N, int64_t K,
                                                          Precision precision, PlainWeight plain) {
   ENCORE_CHECK(N > 0 && K > 0, "PackedLinear: empty weight (", N, ", ", K, ")");
@@ -350,7 +366,7 @@ std::shared_ptr<const PackedLinear> PackedLinear::create(const float* weight, co
     return v && std::string(v) == "eager";
   }();
   if (precision == Precision::f32) {
-    if (eager) plain.keep.reset();
+    if (eager || !lazy_f32_packing_is_exact()) plain.keep.reset();
     return std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision, std::move(plain));  // runs after_pack
   }
   std::shared_ptr<const PackedLinear> out;

@@ -181,14 +181,20 @@ const char* precision_name(Precision p);
 //   or by the first call itself if it has more rows (each row block would copy the plain weight again). One call
 //   on the plain weight costs a few µs more than on the packed one and the packing costs more than that, so a
 //   process that embeds once (`encore embed "hello"`) never packs, and one that serves packs on its second call.
-//   The two paths give bit-identical results: oneDNN's f32 matmul copies a plain weight into the same blocked
-//   layout per call (tests/cpp/test_kernels.cpp, LazyPackedLinear*). plain.keep holds the weight's memory until
+//   The two paths give bit-identical results where oneDNN runs its brgemm matmul (AVX-512 cores): it copies a
+//   plain weight into the same blocked layout per call (tests/cpp/test_kernels.cpp, LazyPackedLinear*). Its
+//   other f32 matmul (gemm:jit, on AVX2 CPUs) sums in another order on the plain layout than on the packed one,
+//   so there the lazy path is off and weights are packed at creation (lazy_f32_packing_is_exact, once per
+//   process): a call's numbers never depend on whether it was the first. plain.keep holds the weight's memory until
 //   the packed copy exists; the weight must not change meanwhile (layers drop their prepared state before their
 //   weights change: Module::drop_prepared). plain.after_pack, if set, runs once after the packing (Linear gives
 //   a checkpoint's pages back to the OS there) and then keep is released.
 // - otherwise (no plain.keep, bf16, int8): packed at creation (then plain.after_pack runs, if set); `weight` may
 //   go as soon as create() returns.
 // ENCORE_PACK=eager packs every weight at creation (the lazy path off: to compare the two).
+// True where the lazy f32 path gives the packed path's bits (oneDNN's f32 matmul is brgemm on this CPU); decided
+// once per process from the implementation oneDNN picks for a packed-weight f32 matmul.
+bool lazy_f32_packing_is_exact();
 struct Int8StaticInput;  // below (static int8)
 
 class PackedLinear {

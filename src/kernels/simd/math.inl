@@ -19,10 +19,11 @@ inline Vec vexp(Vec x) {
 }
 
 // erf(x) = x·P(x²)/Q(x²) on x clamped to [-4, 4] (beyond, erf is ±1 in f32): the rational minimax
-// approximation of Eigen's and XLA's float erf. Max abs error about 4e-7 (near the clamp; 1e-7 elsewhere),
-// measured against std::erf in double; 12 FMAs and one division, no exp: GELU's cost in an epilogue is this
-// function (the Abramowitz & Stegun 7.1.26 form it replaces, 1.5e-7 with an exp, took 0.24 ns per element
-// per thread, this one 0.14: dev/int8_linear_costs.cpp).
+// approximation of Eigen's and XLA's float erf, its result clamped to [-1, 1] as XLA's is (near the input clamp
+// the rational form overshoots: 1.0000001 at x = 3.9). Max abs error about 4e-7 (near the clamp; 1e-7
+// elsewhere), measured against std::erf in double; 12 FMAs and one division, no exp: GELU's cost in an epilogue
+// is this function (the Abramowitz & Stegun 7.1.26 form it replaces, 1.5e-7 with an exp, took 0.24 ns per
+// element per thread, this one 0.14, in a one-off measurement of session 13 not kept in the tree).
 inline Vec verf(Vec a) {
   const Vec x = vmin(vmax(a, set1(-4.f)), set1(4.f));
   const Vec x2 = mul(x, x);
@@ -38,7 +39,7 @@ inline Vec verf(Vec a) {
   q = fmadd(q, x2, set1(-1.68282697438203e-03f));
   q = fmadd(q, x2, set1(-7.37332916720468e-03f));
   q = fmadd(q, x2, set1(-1.42647390514189e-02f));
-  return div(mul(p, x), q);
+  return vmin(vmax(div(mul(p, x), q), set1(-1.f)), set1(1.f));
 }
 
 // tanh(y) = 1 - 2/(1 + exp(2y)); saturates correctly at ±1.
