@@ -1,8 +1,13 @@
 #include "encore/profiler.hpp"
+#include "ops/backward.hpp"
 #include "ops/ops.hpp"
 #include "runtime/parallel.hpp"
 
 namespace encore::ops {
+
+namespace {
+constexpr int64_t kPlainLinearRows = 64;  // the backward's tile height (linear_backward.cpp)
+}  // namespace
 
 Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Act act) {
   profiler::Scope profile("linear", 2.0 * static_cast<double>(x.numel()) * (weight.dim() == 2 ? weight.size(0) : 0));
@@ -17,9 +22,20 @@ Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Shape out_shape = x.shape();
   out_shape.back() = N;
   Tensor out = Tensor::empty(out_shape);
-  Tensor w = weight.contiguous();
-  kernels::kernels().linear_f32(out.data<float>(), xc.data<float>(), w.data<float>(),
-                                bias.defined() ? bias.contiguous().data<float>() : nullptr, M, K, N, act);
+  Tensor w = weight.contiguous(), b = bias.defined() ? bias.contiguous() : Tensor();
+  // Blocks of kPlainLinearRows rows, fixed by the shape, each a GEMM on one thread (detail::parallel_blocks): the
+  // result is the same bitwise for any thread count, as the backward's (docs/backward.md, Determinism). oneDNN
+  // left to thread one call itself sums differently with 1 and 2 threads on some CPUs (its AVX2 sgemm: measured,
+  // BackwardOps.GradientsIdenticalWithOneAndTwoThreads). Rows are independent, so blocks change no sum's order.
+  const auto& kt = kernels::kernels();
+  const float *xp = xc.data<float>(), *wp = w.data<float>(), *bp = b.defined() ? b.data<float>() : nullptr;
+  float* op = out.data<float>();
+  detail::parallel_blocks(detail::num_blocks(M, kPlainLinearRows), [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t r0 = blk * kPlainLinearRows, rows = std::min(kPlainLinearRows, M - r0);
+      kt.linear_f32(op + r0 * N, xp + r0 * K, wp, bp, rows, K, N, act);
+    }
+  });
   return out;
 }
 
