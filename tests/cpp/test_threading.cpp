@@ -10,6 +10,7 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -158,14 +159,22 @@ bool same_mask(const cpu_set_t& a, const cpu_set_t& b) { return CPU_EQUAL(&a, &b
 TEST(SpreadTeam, LeavesEveryThreadsAffinityMask) {
   cpu_set_t process;
   ASSERT_EQ(sched_getaffinity(0, sizeof(process), &process), 0);
-  for (const int n : {1, 2, 3, 2 * CPU_COUNT(&process) + 1}) {
+  for (const int n : {1, 2, 3, std::min(2 * CPU_COUNT(&process) + 1, encore::kMaxThreads)}) {
     Threads t(n);
+    // Each thread's own mask before (under OMP_PROC_BIND each thread has its own place, not the process's).
+    std::vector<cpu_set_t> before(static_cast<size_t>(n));
+    std::vector<int> read(static_cast<size_t>(n), -1);
+#pragma omp parallel num_threads(n)
+    read[static_cast<size_t>(omp_get_thread_num())] =
+        sched_getaffinity(0, sizeof(cpu_set_t), &before[static_cast<size_t>(omp_get_thread_num())]);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(read[static_cast<size_t>(i)], 0) << "thread " << i;
     runtime::spread_team();
     std::atomic<int> differing{0}, seen{0};
 #pragma omp parallel num_threads(n)
     {
       cpu_set_t mine;
-      if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || !same_mask(mine, process)) differing.fetch_add(1);
+      const size_t i = static_cast<size_t>(omp_get_thread_num());
+      if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || !same_mask(mine, before[i])) differing.fetch_add(1);
       seen.fetch_add(1);
     }
     EXPECT_EQ(differing.load(), 0) << n << " threads";
