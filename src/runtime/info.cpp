@@ -46,6 +46,18 @@ std::vector<int64_t> gemm_warm_up_token_counts(int64_t max_tokens) {
   return counts;
 }
 
+namespace {
+// What an int8 Linear quantizes activations to on this CPU (kernels.hpp, Int8Path): 8 bits with VNNI, 7 without
+// (u8 x s8 pair sums would saturate int16), or fake-quantized in fp32 GEMMs where oneDNN has no int8 GEMM.
+const char* int8_activations() {
+  switch (kernels::int8_path_for_this_cpu()) {
+    case kernels::Int8Path::native8: return "8-bit";
+    case kernels::Int8Path::native7: return "7-bit";
+    default: return "emulated";
+  }
+}
+}  // namespace
+
 std::string runtime_info() {
   const auto& k = kernels::kernels();
   const dnnl_version_t* v = dnnl_version();
@@ -53,7 +65,8 @@ std::string runtime_info() {
                                                   : "oneDNN-" + std::to_string(v->major) + "." +
                                                         std::to_string(v->minor) + "." + std::to_string(v->patch);
   return "isa=" + std::string(kernels::isa_name(kernels::detected_isa())) + " kernels=" + k.name + " gemm=" + gemm +
-         " threads=" + std::to_string(runtime::num_threads()) + " omp_wait=" + omp_wait_policy();
+         " threads=" + std::to_string(runtime::num_threads()) + " omp_wait=" + omp_wait_policy() +
+         " int8=" + int8_activations();
 }
 
 }  // namespace encore

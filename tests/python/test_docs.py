@@ -12,6 +12,7 @@
 The binary is $ENCORE_BIN, else build/encore (as tests/python/test_cli.py)."""
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import re
@@ -267,19 +268,31 @@ def test_shown_output_is_what_the_command_prints(tmp_path, page, line, command, 
     actual = [ln.rstrip() for ln in res.stdout.splitlines()]
     shown = expected[:expected.index("...")] if "..." in expected else expected
     got = actual[:len(shown)] if "..." in expected else actual
-    assert len(got) == len(shown) and all(map(same_line, got, shown)), \
+    # int8 on a CPU without VNNI runs 7-bit activations (docs/quantization.md): its cosines sit up to the int8
+    # budget (1 - cos <= 5e-3) away from the VNNI run the page shows; every other decimal within 2e-3.
+    tol = 5e-3 if "int8" in command and "int8=7-bit" in _runtime_info() else 2e-3
+    assert len(got) == len(shown) and all(same_line(g, s, tol) for g, s in zip(got, shown)), \
         f"docs/{page}:{line}: `{command}` now prints:\n" + "\n".join(actual[:40])
 
 
 DECIMAL = re.compile(r"-?\d+\.\d+")
 
 
-def same_line(got: str, shown: str) -> bool:
-    """Equal text; decimals (similarities, cosines) within 2e-3, so another CPU's kernels (AVX2, no VNNI for
-    int8) print the same transcript. Everything else, integers and token ids included, must match exactly."""
+def same_line(got: str, shown: str, tol: float = 2e-3) -> bool:
+    """Equal text; decimals (similarities, cosines) within tol, so another CPU's kernels (AVX2's fp32 GEMMs)
+    print the same transcript. Everything else, integers and token ids included, must match exactly."""
     if DECIMAL.sub("#", got) != DECIMAL.sub("#", shown):
         return False
-    return all(abs(float(a) - float(b)) <= 2e-3 for a, b in zip(DECIMAL.findall(got), DECIMAL.findall(shown)))
+    return all(abs(float(a) - float(b)) <= tol for a, b in zip(DECIMAL.findall(got), DECIMAL.findall(shown)))
+
+
+@functools.lru_cache(maxsize=None)
+def _runtime_info() -> str:
+    """encore.runtime_info() of the binary under test's build (its int8 field: 8-bit, 7-bit or emulated)."""
+    res = subprocess.run([sys.executable, "-c", "import encore; print(encore.runtime_info())"], capture_output=True,
+                         text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    return res.stdout
 
 
 def test_same_line():

