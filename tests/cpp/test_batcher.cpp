@@ -300,7 +300,10 @@ TEST(Engine, BatchesGiveEncodeResultsAndCancelledRequestsNeverCallBack) {
       double worst = 0;
       for (int64_t c = 0; c < C; ++c)
         worst = std::max(worst, std::abs(double(r.outputs[i][c]) - expected.data<float>()[rows[i] * C + c]));
-      EXPECT_LE(worst, 1e-6) << "text " << rows[i];
+      // The engine's batches run GEMMs of other row counts than encode()'s: bitwise the same where oneDNN's f32
+      // matmul is brgemm (AVX-512), not where its kernel choice depends on the row count (AVX2's gemm:jit sums in
+      // another order: up to 1.4e-6 measured on an AVX2-only EPYC). 1e-5 on unit vectors of 384 components.
+      EXPECT_LE(worst, 1e-5) << "text " << rows[i];
     }
   };
   check(results[0], {0, 1});

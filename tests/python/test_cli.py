@@ -38,7 +38,9 @@ def test_embed_file_to_npy_and_jsonl(tmp_path, reference):
     src = tmp_path / "in.txt"
     src.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     run("embed", "-i", src, "-o", tmp_path / "out.npy", "--batch-size", 2)
-    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), reference, atol=1e-7)
+    # Batches of 2 against the reference's one batch of 4: GEMMs of other row counts, bitwise the same under
+    # oneDNN's brgemm (AVX-512) but summed in another order by its AVX2 gemm:jit (1.1e-7 seen): 1e-6.
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), reference, atol=1e-6)
     jl = tmp_path / "in.jsonl"
     jl.write_text("".join(json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(TEXTS)), encoding="utf-8")
     run("embed", "-i", jl, "-o", tmp_path / "out.jsonl")
