@@ -23,6 +23,11 @@ warnings.filterwarnings("ignore")
 _pins = types.ModuleType("transformers.dependency_versions_check")
 _pins.dep_version_check = lambda pkg, hint=None: None
 sys.modules[_pins.__name__] = _pins
+# The installed `kernels` package (Hugging Face's hub kernels, a dependency of transformers 5.x) is newer than
+# transformers 4.57's integration expects: importing it there raises "Either a revision or a version must be
+# specified" while the pipeline module loads. The pipeline runs on the CPU without hub kernels: hide the package
+# from 4.57 (`from kernels import ...` then raises ImportError, which 4.57 handles as "not installed").
+sys.modules["kernels"] = None
 import transformers  # noqa: E402
 
 
