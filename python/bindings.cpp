@@ -131,7 +131,7 @@ PYBIND11_MODULE(_encore, m) {
   m.def("set_num_threads", &encore::set_num_threads, py::arg("n"),
         "Threads for encore's parallel regions and oneDNN's GEMMs (default: $ENCORE_NUM_THREADS, else the cores)");
   m.def("get_num_threads", &encore::get_num_threads, "Threads in use (see set_num_threads)");
-  m.def("runtime_info", &encore::runtime_info, "ISA, kernel table, GEMM engine, threads, OpenMP wait policy and int8 activation bits in use");
+  m.def("runtime_info", &encore::runtime_info, "ISA, kernel table, GEMM engine, threads, OpenMP wait policy, int8 activation bits and when fp32 weights are packed");
   m.def("manual_seed", &nn::manual_seed, py::arg("seed"),
         "Seeds the generator of dropout masks and parameter initialisation (as torch.manual_seed)");
   m.def(

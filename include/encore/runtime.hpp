@@ -1,7 +1,7 @@
 // Process-wide runtime settings.
 //
 //   encore::set_num_threads(2);
-//   std::cerr << encore::runtime_info() << "\n";   // "isa=avx512 kernels=avx512 gemm=oneDNN-2.6.3 threads=2 omp_wait=default int8=8-bit"
+//   std::cerr << encore::runtime_info() << "\n";   // "isa=avx512 kernels=avx512 gemm=oneDNN-2.6.3 threads=2 omp_wait=default int8=8-bit fp32_pack=lazy"
 #pragma once
 #include <cstdint>
 #include <string>

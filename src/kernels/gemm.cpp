@@ -357,16 +357,20 @@ bool lazy_f32_packing_is_exact() {
   return exact;
 }
 
+bool f32_packing_is_lazy() {
+  // ENCORE_PACK=eager packs at creation as before the lazy path existed (to compare the two; read once).
+  static const bool lazy = [] {
+    const char* v = std::getenv("ENCORE_PACK");
+    return !(v && std::string(v) == "eager") && lazy_f32_packing_is_exact();
+  }();
+  return lazy;
+}
+
 std::shared_ptr<const PackedLinear> PackedLinear::create(const float* weight, const float* bias, int64_t N, int64_t K,
                                                          Precision precision, PlainWeight plain) {
   ENCORE_CHECK(N > 0 && K > 0, "PackedLinear: empty weight (", N, ", ", K, ")");
-  // ENCORE_PACK=eager packs at creation as before the lazy path existed (to compare the two; read once).
-  static const bool eager = [] {
-    const char* v = std::getenv("ENCORE_PACK");
-    return v && std::string(v) == "eager";
-  }();
   if (precision == Precision::f32) {
-    if (eager || !lazy_f32_packing_is_exact()) plain.keep.reset();
+    if (!f32_packing_is_lazy()) plain.keep.reset();
     return std::make_shared<OneDnnPackedLinear>(weight, bias, N, K, precision, std::move(plain));  // runs after_pack
   }
   std::shared_ptr<const PackedLinear> out;

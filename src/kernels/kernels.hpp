@@ -195,6 +195,9 @@ const char* precision_name(Precision p);
 // True where the lazy f32 path gives the packed path's bits (oneDNN's f32 matmul is brgemm on this CPU); decided
 // once per process from the implementation oneDNN picks for a packed-weight f32 matmul.
 bool lazy_f32_packing_is_exact();
+// Whether f32 weights given with plain.keep are packed lazily in this process: lazy_f32_packing_is_exact() and
+// ENCORE_PACK is not "eager".
+bool f32_packing_is_lazy();
 struct Int8StaticInput;  // below (static int8)
 
 class PackedLinear {

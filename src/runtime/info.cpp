@@ -66,7 +66,7 @@ std::string runtime_info() {
                                                         std::to_string(v->minor) + "." + std::to_string(v->patch);
   return "isa=" + std::string(kernels::isa_name(kernels::detected_isa())) + " kernels=" + k.name + " gemm=" + gemm +
          " threads=" + std::to_string(runtime::num_threads()) + " omp_wait=" + omp_wait_policy() +
-         " int8=" + int8_activations();
+         " int8=" + int8_activations() + " fp32_pack=" + (kernels::f32_packing_is_lazy() ? "lazy" : "at-load");
 }
 
 }  // namespace encore

@@ -500,7 +500,7 @@ def quantize_embeddings(embeddings: typing.Any, precision: str, ranges: typing.A
     """
 def runtime_info() -> str:
     """
-    ISA, kernel table, GEMM engine, threads, OpenMP wait policy and int8 activation bits in use
+    ISA, kernel table, GEMM engine, threads, OpenMP wait policy, int8 activation bits and when fp32 weights are packed
     """
 def set_default_model_dir(path: str) -> None:
     """
