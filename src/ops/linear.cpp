@@ -26,7 +26,8 @@ Tensor linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // Blocks of kPlainLinearRows rows, fixed by the shape, each a GEMM on one thread (detail::parallel_blocks): the
   // result is the same bitwise for any thread count, as the backward's (docs/backward.md, Determinism). oneDNN
   // left to thread one call itself sums differently with 1 and 2 threads on some CPUs (its AVX2 sgemm: measured,
-  // BackwardOps.GradientsIdenticalWithOneAndTwoThreads). Rows are independent, so blocks change no sum's order.
+  // BackwardOps.GradientsIdenticalWithOneAndTwoThreads). The blocks depend on the shape only, so every row comes
+  // from the same single-threaded call whatever the thread count.
   const auto& kt = kernels::kernels();
   const float *xp = xc.data<float>(), *wp = w.data<float>(), *bp = b.defined() ? b.data<float>() : nullptr;
   float* op = out.data<float>();
