@@ -12,6 +12,11 @@ namespace encore {
 inline constexpr int kMaxThreads = 256;
 void set_num_threads(int n);  // threads for encore's parallel loops and oneDNN; 1..kMaxThreads (else UsageError)
 int get_num_threads();
+// Signals: a thread calling encore holds asynchronous signals back while oneDNN runs one of its f32 GEMMs that can
+// move the stack into a heap buffer (their handlers run as soon as that call returns), and the OpenMP worker
+// threads that run those GEMMs block them for good: a signal sent to the process is handled by the calling
+// thread between calls or by another thread of the program. A handler run inside such a GEMM corrupted the heap
+// (oneDNN bug uxlfoundation/oneDNN#4845; src/runtime/signals.hpp).
 // What was chosen at run time: CPU ISA, kernel table, GEMM engine, threads (ENCORE_VERBOSE=1 prints it too).
 std::string runtime_info();
 

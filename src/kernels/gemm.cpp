@@ -19,6 +19,7 @@
 #include "kernels/kernels.hpp"
 #include "kernels/onednn.hpp"
 #include "runtime/parallel.hpp"
+#include "runtime/signals.hpp"
 
 namespace encore::kernels {
 
@@ -31,6 +32,14 @@ dnnl::stream& onednn_thread_stream() {
   thread_local dnnl::stream stream(onednn_engine());
   return stream;
 }
+
+namespace {
+// Whether an f32 matmul may run oneDNN's no-copy sgemm kernels with their stack in the heap (runtime/signals.hpp):
+// its gemm:jit implementation can, brgemm cannot.
+bool f32_matmul_needs_signal_guard(const dnnl::matmul::primitive_desc& pd, int64_t K) {
+  return K > runtime::kMinHeapStackK && std::string(pd.impl_info_str()).rfind("brg", 0) != 0;
+}
+}  // namespace
 
 PackedWeight reorder_weight(const dnnl::memory::desc& from, const void* weight, const dnnl::memory::desc& packed) {
   PackedWeight out;
@@ -74,14 +83,18 @@ dnnl::algorithm onednn_algorithm(Act act) {
 // Primitive cache keyed by shape: bounded LRU so that many distinct M (token counts) cannot grow it forever.
 class LinearCache {
  public:
-  dnnl::matmul get(const LinearKey& key) {
+  struct Entry {
+    dnnl::matmul matmul;
+    bool defer_signals;  // f32_matmul_needs_signal_guard
+  };
+  Entry get(const LinearKey& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = map_.find(key);
     if (it != map_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.second);
       return it->second.first;
     }
-    dnnl::matmul prim = create(key);
+    Entry prim = create(key);
     lru_.push_front(key);
     map_.emplace(key, std::make_pair(prim, lru_.begin()));
     if (map_.size() > kCapacity) {
@@ -94,7 +107,7 @@ class LinearCache {
  private:
   static constexpr size_t kCapacity = 256;
 
-  static dnnl::matmul create(const LinearKey& k) {
+  static Entry create(const LinearKey& k) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     dnnl::memory::desc src({k.M, k.K}, dt::f32, tag::ab);
@@ -106,16 +119,15 @@ class LinearCache {
       ops.append_eltwise(1.f, onednn_algorithm(k.act), k.act == Act::silu ? 1.f : 0.f, 0.f);
       attr.set_post_ops(ops);
     }
-    if (k.has_bias) {
-      dnnl::memory::desc bias({1, k.N}, dt::f32, tag::ab);
-      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr, onednn_engine()));
-    }
-    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, onednn_engine()));
+    const dnnl::memory::desc bias({1, k.N}, dt::f32, tag::ab);
+    const dnnl::matmul::primitive_desc pd = k.has_bias ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr, onednn_engine())
+                                                       : dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, onednn_engine());
+    return {dnnl::matmul(pd), f32_matmul_needs_signal_guard(pd, k.K)};
   }
 
   std::mutex mutex_;
   std::list<LinearKey> lru_;
-  std::unordered_map<LinearKey, std::pair<dnnl::matmul, std::list<LinearKey>::iterator>, LinearKeyHash> map_;
+  std::unordered_map<LinearKey, std::pair<Entry, std::list<LinearKey>::iterator>, LinearKeyHash> map_;
 };
 
 LinearCache& linear_cache() {
@@ -132,14 +144,15 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
   using tag = dnnl::memory::format_tag;
   const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * K * N)));
   LinearKey key{M, K, N, bias != nullptr, act};
-  dnnl::matmul prim = linear_cache().get(key);
+  const LinearCache::Entry prim = linear_cache().get(key);
   auto& eng = onednn_engine();
   dnnl::memory src({{M, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in));
   dnnl::memory wei({{K, N}, dt::f32, tag::ba}, eng, const_cast<float*>(weight));
   dnnl::memory dst({{M, N}, dt::f32, tag::ab}, eng, out);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias)));
-  prim.execute(onednn_thread_stream(), args);
+  const runtime::DeferAsyncSignals defer(prim.defer_signals);
+  prim.matmul.execute(onednn_thread_stream(), args);
   onednn_thread_stream().wait();
 }
 
@@ -147,6 +160,7 @@ void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * N * K)));
+  const runtime::DeferAsyncSignals defer(K > runtime::kMinHeapStackK);  // dnnl_sgemm may run the no-copy kernels
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   ENCORE_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st), " for M=", M, " N=", N,
                " K=", K);
@@ -263,6 +277,7 @@ class OneDnnPackedLinear final : public PackedLinear {
                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(prim->scratchpad, eng, pad.data())}};
       if (!bias_.empty())
         args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias_.data())));
+      const runtime::DeferAsyncSignals defer(prim->defer_signals);
       prim->matmul.execute(onednn_thread_stream(), args);
       onednn_thread_stream().wait();
     });
@@ -287,6 +302,7 @@ class OneDnnPackedLinear final : public PackedLinear {
   struct Primitive {
     dnnl::matmul matmul;
     dnnl::memory::desc scratchpad;
+    bool defer_signals;  // f32_matmul_needs_signal_guard (bf16 GEMMs run other kernels)
   };
   dnnl::memory plain_memory(const dnnl::engine& eng) const {
     using tag = dnnl::memory::format_tag;
@@ -301,7 +317,8 @@ class OneDnnPackedLinear final : public PackedLinear {
     auto pd = make_pd(M, act, plain ? dnnl::memory::desc({K, N}, dnnl::memory::data_type::f32,
                                                          dnnl::memory::format_tag::ba)
                                     : packed_desc_);
-    auto p = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.scratchpad_desc()});
+    auto p = std::make_shared<const Primitive>(Primitive{
+        dnnl::matmul(pd), pd.scratchpad_desc(), wdt_ == dnnl::memory::data_type::f32 && f32_matmul_needs_signal_guard(pd, K)});
     prims_.emplace(key, p);
     return p;
   }
