@@ -555,6 +555,8 @@ class OneDnnInt8Linear final : public PackedLinear {
       return;
     }
     auto& eng = onednn_engine();
+    // oneDNN threads the call by the work-size rule (a no-op inside forward's parallel region), as f32 Linears do
+    const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * K * N)));
     // Primitives exist for a bounded set of row counts only (onednn.hpp, for_each_row_block).
     for_each_row_block(M, [&](int64_t r0, int64_t rows) {
       const std::shared_ptr<const Primitive> p = get(rows);

@@ -141,6 +141,30 @@ TEST(WorkRule, LinearBelowTheRuleRunsOnTheCallingThread) {
   }
 }
 
+// The int8 Linear follows the same rule: a 1-row call (16 kFLOP worth of multiply-adds) runs on the calling thread,
+// a 64-row one in oneDNN's threads; the integer GEMM is exact, so both give one thread's bits.
+TEST(WorkRule, Int8LinearBelowTheRuleRunsOnTheCallingThread) {
+  const int64_t K = 64, N = 128;
+  const std::vector<float> w = values(N * K, 7), b = values(N, 8);
+  const auto linear = kernels::PackedLinear::create(w.data(), b.data(), N, K, kernels::Precision::int8);
+  for (const int64_t M : {int64_t{1}, int64_t{64}}) {
+    const std::vector<float> in = values(M * K, 9);
+    std::vector<float> one(static_cast<size_t>(M * N)), two(one.size());
+    {
+      Threads t(1);
+      linear->forward(one.data(), in.data(), M, kernels::Act::none);
+    }
+    Threads t(2);
+    linear->forward(two.data(), in.data(), M, kernels::Act::none);  // creates the 2-thread primitive state
+    const int opened = regions_opened([&] { linear->forward(two.data(), in.data(), M, kernels::Act::none); });
+    if (2.0 * M * K * N < 2 * runtime::kMinFlopsPerThread)
+      EXPECT_EQ(opened, 0) << "M " << M;
+    else
+      EXPECT_GE(opened, 1) << "M " << M;
+    EXPECT_EQ(std::memcmp(one.data(), two.data(), sizeof(float) * one.size()), 0) << "M " << M;
+  }
+}
+
 TEST(WorkRule, ThreadLimitScopesOpenMPsCount) {
   Threads two(2);
   {
