@@ -31,7 +31,10 @@ void attention_prefetch_block(const AttentionBlock& a) {
     for (int64_t r = 0; r < n; ++r)
       for (int64_t c = 0; c < cols; c += 16) __builtin_prefetch(p + r * ld + c, 0, 2);
   };
-  const int64_t keys = a.causal ? std::min(a.S, a.q_start + a.T) : a.S;
+  // The first key tile only (at most 128 rows of k and v, <= 128 KB at head dims of 128): the kernel reads the tiles
+  // in order, and prefetching all S rows of a long sequence (512 KB at S = 512, Dk = 64) would evict what the
+  // current task still uses. The measured gain was at S <= 128, where this is every key.
+  const int64_t keys = std::min(a.causal ? std::min(a.S, a.q_start + a.T) : a.S, kAttentionKeyTile);
   rows(a.q, a.T, a.ld_q, a.Dk);
   rows(a.k, keys, a.ld_k, a.Dk);
   rows(a.v, keys, a.ld_v, a.Dv);

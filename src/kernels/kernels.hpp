@@ -114,7 +114,8 @@ int64_t attention_fused_scratch_floats(int64_t T, int64_t D, bool bf16_matmuls);
 void attention_fused_f32_ref(const AttentionBlock& a, float* scratch);
 // Starts loading, into L2, the q rows and the k and v rows (up to the causal limit) a fused call on `a` will read:
 // the rows of a (T, 3E) QKV buffer are kilobytes apart, and a block read straight from memory ran at about half
-// its cached rate. The op issues it for the next task before running the current one. Reads nothing itself.
+// its cached rate. The op issues it for the next task before running the current one. Reads nothing itself; the
+// k and v rows are the first key tile's (kAttentionKeyTile rows), so the prefetched bytes are bounded whatever S.
 void attention_prefetch_block(const AttentionBlock& a);
 // bf16-matmul attention (the bf16 and int8 dtypes' attention, ops::AttentionPrecisionScope), one query at a time
 // over the key tiles [j0, j0 + kAttentionKeyTile) the fast kernel visits, rounding exactly where it does:

@@ -53,7 +53,7 @@ ThreadLimit::~ThreadLimit() {
 
 namespace {
 // Moves the calling thread off CPU `home` (to the `index`-th CPU of its mask after home, cyclically), then
-// gives it back its mask. Failures leave it where it is.
+// gives it back its mask. A failed move leaves it where it is; it is never left bound to one CPU.
 void move_off(int home, int index) {
   cpu_set_t mask;
   if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return;
@@ -66,7 +66,14 @@ void move_off(int home, int index) {
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(others[static_cast<size_t>(index) % others.size()], &one);
-  if (sched_setaffinity(0, sizeof(one), &one) == 0) sched_setaffinity(0, sizeof(mask), &mask);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) return;
+  if (sched_setaffinity(0, sizeof(mask), &mask) == 0) return;
+  // The old mask is no longer valid (its CPUs went offline or the cpuset changed meanwhile): every CPU, which the
+  // kernel narrows to those this thread may use, rather than staying bound to one.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &all);
+  sched_setaffinity(0, sizeof(all), &all);
 }
 }  // namespace
 
