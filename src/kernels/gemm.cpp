@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -34,10 +35,12 @@ dnnl::stream& onednn_thread_stream() {
 }
 
 namespace {
+bool is_brgemm(const dnnl::matmul::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("brg", 0) == 0; }
+
 // Whether an f32 matmul may run oneDNN's no-copy sgemm kernels with their stack in the heap (runtime/signals.hpp):
 // its gemm:jit implementation can, brgemm cannot.
 bool f32_matmul_needs_signal_guard(const dnnl::matmul::primitive_desc& pd, int64_t K) {
-  return K > runtime::kMinHeapStackK && std::string(pd.impl_info_str()).rfind("brg", 0) != 0;
+  return K > runtime::kMaxUnguardedK && !is_brgemm(pd);
 }
 }  // namespace
 
@@ -151,7 +154,8 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
   dnnl::memory dst({{M, N}, dt::f32, tag::ab}, eng, out);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias)));
-  const runtime::DeferAsyncSignals defer(prim.defer_signals);
+  std::optional<runtime::DeferAsyncSignals> defer;
+  if (prim.defer_signals) defer.emplace();
   prim.matmul.execute(onednn_thread_stream(), args);
   onednn_thread_stream().wait();
 }
@@ -160,7 +164,8 @@ void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * N * K)));
-  const runtime::DeferAsyncSignals defer(K > runtime::kMinHeapStackK);  // dnnl_sgemm may run the no-copy kernels
+  std::optional<runtime::DeferAsyncSignals> defer;
+  if (K > runtime::kMaxUnguardedK) defer.emplace();  // dnnl_sgemm may run the no-copy kernels
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   ENCORE_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st), " for M=", M, " N=", N,
                " K=", K);
@@ -264,6 +269,7 @@ class OneDnnPackedLinear final : public PackedLinear {
       if (in_bf16.size() < static_cast<size_t>(M * K)) in_bf16.resize(static_cast<size_t>(M * K));
       kernels().convert_f32_to_bf16(in_bf16.data(), in, M * K);
     }
+    std::optional<runtime::DeferAsyncSignals> defer;
     // Primitives exist for a bounded set of row counts only (onednn.hpp, for_each_row_block).
     for_each_row_block(M, [&](int64_t r0, int64_t rows) {
       const auto prim = get(rows, act, plain);
@@ -277,7 +283,7 @@ class OneDnnPackedLinear final : public PackedLinear {
                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(prim->scratchpad, eng, pad.data())}};
       if (!bias_.empty())
         args.emplace(DNNL_ARG_BIAS, dnnl::memory({{1, N}, dt::f32, tag::ab}, eng, const_cast<float*>(bias_.data())));
-      const runtime::DeferAsyncSignals defer(prim->defer_signals);
+      if (prim->defer_signals && !defer) defer.emplace();  // one guard for the call's blocks
       prim->matmul.execute(onednn_thread_stream(), args);
       onednn_thread_stream().wait();
     });
@@ -369,7 +375,7 @@ bool lazy_f32_packing_is_exact() {
         dnnl::matmul::desc(dnnl::memory::desc({M, K}, dt::f32, tag::ab), dnnl::memory::desc({K, N}, dt::f32, tag::any),
                            dnnl::memory::desc({M, N}, dt::f32, tag::ab)),
         onednn_engine());
-    return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+    return is_brgemm(pd);
   }();
   return exact;
 }

@@ -19,25 +19,21 @@ const sigset_t& asynchronous_signals() {
   return set;
 }
 
-// How many threads of the calling thread's OpenMP team are known to block them (the calling thread not counted as
-// blocking: it blocks only inside guards).
-thread_local int team_blocking = 1;
+// Whether worker 1 of the calling thread's OpenMP pool blocks them (libgomp keeps that worker once made).
+thread_local bool first_worker_blocks = false;
 
 }  // namespace
 
-DeferAsyncSignals::DeferAsyncSignals(bool active) : active_(active) {
-  if (!active_) return;
+DeferAsyncSignals::DeferAsyncSignals() {
   pthread_sigmask(SIG_BLOCK, &asynchronous_signals(), &previous_);
   if (omp_in_parallel()) return;  // a nested oneDNN call runs on this thread alone
-  const int n = omp_get_max_threads();
-  if (n <= team_blocking) return;
+  const int n = omp_get_max_threads();  // the team oneDNN's region will have
+  if (n <= 1 || (n == 2 && first_worker_blocks)) return;
 #pragma omp parallel num_threads(n)
   if (omp_get_thread_num() != 0) pthread_sigmask(SIG_BLOCK, &asynchronous_signals(), nullptr);
-  team_blocking = n;  // OpenMP may have given fewer threads: then oneDNN gets no more either
+  first_worker_blocks = true;
 }
 
-DeferAsyncSignals::~DeferAsyncSignals() {
-  if (active_) pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
-}
+DeferAsyncSignals::~DeferAsyncSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
 }  // namespace encore::runtime

@@ -7,9 +7,12 @@
 //
 // Here a thread sends SIGUSR1 to the process every ~20 µs (a handler counts them) while the calling thread runs
 // those GEMMs over and over: the shapes of MiniLM's Linears with the small row counts a batch's last row block has
-// (the sgemm driver's no-copy path) and K of 384 and 1536 (above every ISA's on-stack capacity, 84..504). Before
-// the fix this aborted within the first few hundred signals on an AVX2 host (3 runs of 3).
+// (the sgemm driver's no-copy path), K of 1536 (above the on-stack capacity of AVX2's kernel, 252 floats, and
+// AVX-512's, 84) and 384 (above AVX-512's). Before the fix this aborted or gave other bits within the first few
+// hundred signals on an AVX2 host (3 runs of 3). A second test checks the OpenMP workers' masks directly, through
+// the pool changes that make libgomp replace workers.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,7 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "encore/runtime.hpp"
 #include "kernels/kernels.hpp"
+#include "runtime/signals.hpp"
 
 namespace {
 
@@ -75,6 +80,7 @@ struct Gemm {
 };
 
 TEST(Signals, HandlersDuringGemmsLeaveHeapAndResultsIntact) {
+  if (kernels().gemm_f32 != &gemm_f32_onednn) GTEST_SKIP() << "GEMMs are not oneDNN's here (ENCORE_KERNELS=ref)";
   const Gemm gemms[] = {{1, 384, 1536, true}, {7, 384, 1536, true}, {9, 1536, 384, true}, {31, 384, 384, true},
                         {17, 384, 1536, false}, {5, 64, 1536, true}};
   const int64_t linear_rows[] = {1, 3, 9, 17, 31, 45};
@@ -123,6 +129,41 @@ TEST(Signals, HandlersDuringGemmsLeaveHeapAndResultsIntact) {
   EXPECT_GT(g_handled.load() - handled_before, 200);
   std::vector<std::vector<char>> churn;
   for (int i = 0; i < 1000; ++i) churn.emplace_back(static_cast<size_t>(64 + (i * 7919) % 100000));
+}
+
+// Whether every thread of a `threads`-thread region (this thread's pool, as oneDNN's next region gets it) other
+// than the calling thread blocks SIGUSR1.
+bool workers_block_signals(int threads) {
+  int unblocked = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : unblocked)
+  {
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+    if (omp_get_thread_num() != 0 && !sigismember(&mask, SIGUSR1)) ++unblocked;
+  }
+  return unblocked == 0;
+}
+
+// libgomp ends a pool's workers 2.. when a smaller team of two or more runs, and makes new ones (with the opening
+// thread's mask, unblocked outside a guard) when the team grows again. A guard must leave the team it hands to
+// oneDNN blocking signals whatever ran before it: 4 threads (more than this 2-vCPU host has: the pool is what
+// counts), then regions of 2 and 4 opened outside any guard, then a guard again.
+TEST(Signals, GuardLeavesEveryWorkerOfItsTeamBlocking) {
+  struct FourThreads {
+    int prev = encore::get_num_threads();
+    FourThreads() { encore::set_num_threads(4); }
+    ~FourThreads() { encore::set_num_threads(prev); }
+  } four;
+  { const encore::runtime::DeferAsyncSignals guard; }
+  EXPECT_TRUE(workers_block_signals(4));
+  EXPECT_TRUE(workers_block_signals(2));  // the pool shrinks: workers 2 and 3 end
+  EXPECT_FALSE(workers_block_signals(4)) << "libgomp kept its workers: this test no longer tests the regrowth";
+  { const encore::runtime::DeferAsyncSignals guard; }
+  EXPECT_TRUE(workers_block_signals(4));
+  // and the calling thread is back to its own mask
+  sigset_t mask;
+  pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  EXPECT_FALSE(sigismember(&mask, SIGUSR1));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@ Oracles: torch's own reprs and its tutorial's positional encoding, transformers'
 import json
 import os
 import pathlib
+import select
 import signal
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def test_ctrl_c_stops_training_promptly(tmp_path):
 def test_signal_handlers_during_encode_leave_vectors_intact(tmp_path):
     # oneDNN's f32 GEMM kernels run with their stack pointer in a heap buffer (src/runtime/signals.hpp): a signal
     # handler that ran meanwhile wrote its frame there. Python's handlers (SIGINT's among them) made encode() die
-    # (SIGSEGV, SIGBUS, or glibc's "corrupted size vs. prev_size") or return other vectors: 3 of 3 runs of this storm
+    # (SIGSEGV, SIGBUS, or glibc's "corrupted size vs. prev_size") or return other vectors: 4 of 4 runs of this storm
     # on an AVX2 host before the fix, 3 of 30 Ctrl-C runs of the test above.
     path = tmp_path / "storm.py"
     path.write_text(textwrap.dedent("""
@@ -97,14 +98,18 @@ def test_signal_handlers_during_encode_leave_vectors_intact(tmp_path):
         texts = [f"sentence number {i} about a topic that takes a few tokens" for i in range(1500)]
         want = enc.encode(texts, batch_size=32)
         print("started", flush=True)
-        got = enc.encode(texts, batch_size=32)
+        rounds, same = 0, True
+        while rounds < 20 and (rounds < 2 or handled < 20):  # a fast machine gets more rounds, all compared
+            same = np.array_equal(enc.encode(texts, batch_size=32), want) and same
+            rounds += 1
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-        print("handled", handled, "same" if np.array_equal(got, want) else "differ", flush=True)
+        print("handled", handled, "rounds", rounds, "same" if same else "differ", flush=True)
         """))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     try:
+        assert select.select([proc.stdout], [], [], 120)[0], "the child printed nothing in 120 s"
         line = proc.stdout.readline()
         assert line.strip() == "started", (line, proc.stderr.read() if proc.poll() is not None else "")
         sent, deadline = 0, time.monotonic() + 120
@@ -121,8 +126,8 @@ def test_signal_handlers_during_encode_leave_vectors_intact(tmp_path):
         proc.wait()
     assert proc.returncode == 0, (proc.returncode, err[-2000:])
     words = out.split()
-    assert words[0] == "handled" and words[2] == "same", out
-    assert sent > 500 and int(words[1]) > 10, (sent, out)  # the storm reached the handler while encode() ran
+    assert words[0] == "handled" and words[4] == "same", out
+    assert sent > 100 and int(words[1]) >= 20, (sent, out)  # the storm reached the handler while encode() ran
 
 
 def test_modules_print_as_torch_does():
