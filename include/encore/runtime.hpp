@@ -14,11 +14,11 @@ void set_num_threads(int n);  // threads for encore's parallel loops and oneDNN;
 int get_num_threads();
 // Signals: oneDNN's f32 GEMM kernels (oneDNN bug uxlfoundation/oneDNN#4845, in the oneDNN encore links) may run with
 // their stack pointer in a heap buffer, where a signal handler's frame would corrupt memory. So while such a GEMM
-// runs, the thread that called encore holds asynchronous signals back (their handlers run as soon as that GEMM
-// returns), and the OpenMP worker threads of its team block them for good. A signal sent to the process is handled
-// by the calling thread between GEMMs or by another thread of the program; one sent to a particular OpenMP worker
-// (pthread_kill, a per-thread profiling timer) stays pending. Fault signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
-// SIGTRAP, SIGSYS) and SIGABRT are never blocked.
+// runs (an sgemm, or the row blocks of one Linear), the thread that called encore holds asynchronous signals back
+// (their handlers run when it returns), and the OpenMP worker threads running it block them (and keep them
+// blocked). A signal sent to the process is handled by the calling thread between GEMMs or by another thread of
+// the program; one sent to a particular OpenMP worker (pthread_kill, a per-thread profiling timer) stays pending.
+// Fault signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) and SIGABRT are never blocked.
 
 // What was chosen at run time: CPU ISA, kernel table, GEMM engine, threads (ENCORE_VERBOSE=1 prints it too).
 std::string runtime_info();

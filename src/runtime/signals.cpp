@@ -19,8 +19,8 @@ const sigset_t& asynchronous_signals() {
   return set;
 }
 
-// Whether worker 1 of the calling thread's OpenMP pool blocks them (libgomp keeps that worker once made).
-thread_local bool first_worker_blocks = false;
+// Set on a worker once it blocks them (nothing in encore unblocks a worker: guards restore the mask they found).
+thread_local bool worker_blocks = false;
 
 }  // namespace
 
@@ -28,10 +28,13 @@ DeferAsyncSignals::DeferAsyncSignals() {
   pthread_sigmask(SIG_BLOCK, &asynchronous_signals(), &previous_);
   if (omp_in_parallel()) return;  // a nested oneDNN call runs on this thread alone
   const int n = omp_get_max_threads();  // the team oneDNN's region will have
-  if (n <= 1 || (n == 2 && first_worker_blocks)) return;
+  if (n <= 1) return;
+  // The same n threads oneDNN's region gets next (same size, same places); any it makes inherit the blocked mask.
 #pragma omp parallel num_threads(n)
-  if (omp_get_thread_num() != 0) pthread_sigmask(SIG_BLOCK, &asynchronous_signals(), nullptr);
-  first_worker_blocks = true;
+  if (omp_get_thread_num() != 0 && !worker_blocks) {
+    pthread_sigmask(SIG_BLOCK, &asynchronous_signals(), nullptr);
+    worker_blocks = true;
+  }
 }
 
 DeferAsyncSignals::~DeferAsyncSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }

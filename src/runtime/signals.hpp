@@ -11,17 +11,19 @@
 // upstream by #4855 (March 2026, after 3.11); Debian's oneDNN 2.6.3 has the bug.
 //
 // While a DeferAsyncSignals is alive, the calling thread blocks every asynchronous signal; one sent meanwhile
-// stays pending and its handler runs when the guard ends (after one GEMM call). Not blocked: SIGSEGV, SIGBUS,
-// SIGFPE, SIGILL, SIGTRAP, SIGSYS and SIGABRT, which a thread raises on itself (blocking a fault signal kills the
-// process). The OpenMP workers of the calling thread's team block the same signals for good: the guard opens a
-// region in which they do, before oneDNN opens its own with the same threads. libgomp keeps worker 1 of a thread's
-// pool for the thread's life, but ends workers 2.. whenever a smaller team of two or more runs and makes new ones
-// (with the mask of the thread opening the region, unblocked outside a guard) when a team grows again. So a team
-// of two is set once per calling thread, a larger team on every guard (one more parallel region, ~0.5 µs hot).
-// Signals sent to the process then go to a thread that does not block them (the calling thread between calls);
-// one sent to a particular worker thread (pthread_kill, a per-thread profiling timer) stays pending.
-// Cost: two rt_sigprocmask calls per guard (~0.5 µs on a 2-vCPU VM), only where the kernels above can run
-// (kernels/gemm.cpp decides: K above kMaxUnguardedK and an implementation other than brgemm).
+// stays pending and its handler runs when the guard ends (when the guarded call returns: one sgemm, or all row
+// blocks of one Linear). Not blocked: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS and SIGABRT, which a thread
+// raises on itself (blocking a fault signal kills the process). The guard also opens a parallel region of the
+// team oneDNN is about to use, in which every worker blocks the same signals, and leaves them blocked: libgomp
+// replaces pool workers (a smaller team of two or more ends the workers beyond it, a larger one makes new ones
+// with the mask of the thread opening the region; thread binding swaps them between places), so the region runs
+// on every guard rather than once. Signals sent to the process then go to a thread that does not block them (the
+// calling thread between calls); one sent to a particular worker thread (pthread_kill, a per-thread profiling
+// timer) waits until no guard holds it, which for a worker may be never. Not covered: OMP_DYNAMIC=true, where
+// oneDNN's region may get threads the guard's did not.
+// Cost per guard: two rt_sigprocmask calls (~0.5 µs on a 2-vCPU VM) and, with two or more threads, a parallel
+// region (~0.4 µs hot; a worker's first one also calls rt_sigprocmask); only where the kernels above can run (kernels/gemm.cpp
+// decides: K above kMaxUnguardedK and an implementation other than brgemm).
 #pragma once
 #include <signal.h>
 

@@ -144,22 +144,30 @@ bool workers_block_signals(int threads) {
   return unblocked == 0;
 }
 
+// Restores the thread count a test changes.
+struct Threads {
+  explicit Threads(int n) : prev(encore::get_num_threads()) { encore::set_num_threads(n); }
+  ~Threads() { encore::set_num_threads(prev); }
+  int prev;
+};
+
 // libgomp ends a pool's workers 2.. when a smaller team of two or more runs, and makes new ones (with the opening
-// thread's mask, unblocked outside a guard) when the team grows again. A guard must leave the team it hands to
-// oneDNN blocking signals whatever ran before it: 4 threads (more than this 2-vCPU host has: the pool is what
-// counts), then regions of 2 and 4 opened outside any guard, then a guard again.
+// thread's mask, unblocked outside a guard) when the team grows again; thread binding can also swap workers. A
+// guard must leave the team it hands to oneDNN blocking signals whatever ran before it: teams of 4 (more than this
+// 2-vCPU host has: the pool is what counts) and of 2, each after unguarded regions that shrink and regrow the pool.
 TEST(Signals, GuardLeavesEveryWorkerOfItsTeamBlocking) {
-  struct FourThreads {
-    int prev = encore::get_num_threads();
-    FourThreads() { encore::set_num_threads(4); }
-    ~FourThreads() { encore::set_num_threads(prev); }
-  } four;
-  { const encore::runtime::DeferAsyncSignals guard; }
-  EXPECT_TRUE(workers_block_signals(4));
-  EXPECT_TRUE(workers_block_signals(2));  // the pool shrinks: workers 2 and 3 end
-  EXPECT_FALSE(workers_block_signals(4)) << "libgomp kept its workers: this test no longer tests the regrowth";
-  { const encore::runtime::DeferAsyncSignals guard; }
-  EXPECT_TRUE(workers_block_signals(4));
+  for (const int team : {4, 2}) {
+    const Threads threads(team);
+    { const encore::runtime::DeferAsyncSignals guard; }
+    EXPECT_TRUE(workers_block_signals(team)) << team;
+    workers_block_signals(4);  // unguarded regions: shrink, grow, 1 thread, then this team
+    workers_block_signals(2);
+    workers_block_signals(4);
+    workers_block_signals(1);
+    workers_block_signals(team);
+    { const encore::runtime::DeferAsyncSignals guard; }
+    EXPECT_TRUE(workers_block_signals(team)) << team;
+  }
   // and the calling thread is back to its own mask
   sigset_t mask;
   pthread_sigmask(SIG_BLOCK, nullptr, &mask);
