@@ -35,7 +35,9 @@ dnnl::stream& onednn_thread_stream() {
 }
 
 namespace {
-bool is_brgemm(const dnnl::matmul::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("brg", 0) == 0; }
+bool is_brgemm(const dnnl::matmul::primitive_desc& pd) {
+  return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+}
 
 // Whether an f32 matmul may run oneDNN's no-copy sgemm kernels with their stack in the heap (runtime/signals.hpp):
 // its gemm:jit implementation can, brgemm cannot.
@@ -123,8 +125,9 @@ class LinearCache {
       attr.set_post_ops(ops);
     }
     const dnnl::memory::desc bias({1, k.N}, dt::f32, tag::ab);
-    const dnnl::matmul::primitive_desc pd = k.has_bias ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr, onednn_engine())
-                                                       : dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, onednn_engine());
+    const dnnl::matmul::desc desc =
+        k.has_bias ? dnnl::matmul::desc(src, wei, bias, dst) : dnnl::matmul::desc(src, wei, dst);
+    const dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine());
     return {dnnl::matmul(pd), f32_matmul_needs_signal_guard(pd, k.K)};
   }
 
@@ -323,8 +326,8 @@ class OneDnnPackedLinear final : public PackedLinear {
     auto pd = make_pd(M, act, plain ? dnnl::memory::desc({K, N}, dnnl::memory::data_type::f32,
                                                          dnnl::memory::format_tag::ba)
                                     : packed_desc_);
-    auto p = std::make_shared<const Primitive>(Primitive{
-        dnnl::matmul(pd), pd.scratchpad_desc(), wdt_ == dnnl::memory::data_type::f32 && f32_matmul_needs_signal_guard(pd, K)});
+    const bool defer_signals = wdt_ == dnnl::memory::data_type::f32 && f32_matmul_needs_signal_guard(pd, K);
+    auto p = std::make_shared<const Primitive>(Primitive{dnnl::matmul(pd), pd.scratchpad_desc(), defer_signals});
     prims_.emplace(key, p);
     return p;
   }

@@ -12,6 +12,7 @@
 
 #include "ops/backward.hpp"
 #include "runtime/parallel.hpp"
+#include "scoped_threads.hpp"
 #include "test_backward_reference.hpp"
 
 using namespace encore;
@@ -38,13 +39,6 @@ std::vector<float> values(const Tensor& t) {
   return std::vector<float>(c.data<float>(), c.data<float>() + c.numel());
 }
 DVec dvalues(const Tensor& t) { return to_double(values(t)); }
-
-// Restores the thread count on scope exit.
-struct ThreadCount {
-  int saved = runtime::num_threads();
-  explicit ThreadCount(int n) { runtime::set_num_threads(n); }
-  ~ThreadCount() { runtime::set_num_threads(saved); }
-};
 
 template <typename Fn>
 void expect_error_naming(Fn&& fn, const std::string& what) {
@@ -590,11 +584,11 @@ std::vector<std::vector<float>> all_gradients() {
 TEST(BackwardOps, GradientsIdenticalWithOneAndTwoThreads) {
   std::vector<std::vector<float>> one, two;
   {
-    ThreadCount t(1);
+    ScopedThreads t(1);
     one = all_gradients();
   }
   {
-    ThreadCount t(2);
+    ScopedThreads t(2);
     two = all_gradients();
   }
   ASSERT_EQ(one.size(), two.size());
@@ -688,7 +682,7 @@ TEST(BackwardOps, RotaryMatchesKernelRefPerSequence) {
     }
     std::vector<float> y1, y2, dx1, dx2;
     for (int threads : {1, 2}) {
-      ThreadCount tc(threads);
+      ScopedThreads tc(threads);
       Tensor y = ops::rotary_forward(X, c, s), dx;
       ops::rotary_backward(&dx, G, c, s);
       ASSERT_EQ(y.shape(), X.shape());

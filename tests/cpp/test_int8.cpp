@@ -23,9 +23,9 @@
 #include "oneapi/dnnl/dnnl.h"
 
 #include "encore/error.hpp"
-#include "encore/runtime.hpp"
 #include "kernels/kernels.hpp"
 #include "int8_test_helpers.hpp"
+#include "scoped_threads.hpp"
 
 using namespace encore::kernels;
 using namespace int8_test;
@@ -360,11 +360,7 @@ TEST(Int8, LinearWithinQuantizationErrorBound) {
 // forward_chain throws without writing.
 TEST(Int8, ChainMatchesTwoForwardsBitwise) {
   // Two threads on any machine, so the 65- and 130-row cases are split between threads (64 rows each).
-  struct TwoThreads {
-    int prev = encore::get_num_threads();
-    TwoThreads() { encore::set_num_threads(2); }
-    ~TwoThreads() { encore::set_num_threads(prev); }
-  } two;
+  const ScopedThreads two(2);
   std::vector<Int8Path> paths = {Int8Path::native7};
   if (int8_path_for_this_cpu() == Int8Path::native8) paths.push_back(Int8Path::native8);
   struct ChainCase {

@@ -26,6 +26,7 @@
 #include "encore/runtime.hpp"
 #include "kernels/kernels.hpp"
 #include "runtime/signals.hpp"
+#include "scoped_threads.hpp"
 
 namespace {
 
@@ -144,20 +145,13 @@ bool workers_block_signals(int threads) {
   return unblocked == 0;
 }
 
-// Restores the thread count a test changes.
-struct Threads {
-  explicit Threads(int n) : prev(encore::get_num_threads()) { encore::set_num_threads(n); }
-  ~Threads() { encore::set_num_threads(prev); }
-  int prev;
-};
-
 // libgomp ends a pool's workers 2.. when a smaller team of two or more runs, and makes new ones (with the opening
 // thread's mask, unblocked outside a guard) when the team grows again; thread binding can also swap workers. A
 // guard must leave the team it hands to oneDNN blocking signals whatever ran before it: teams of 4 (more than this
 // 2-vCPU host has: the pool is what counts) and of 2, each after unguarded regions that shrink and regrow the pool.
 TEST(Signals, GuardLeavesEveryWorkerOfItsTeamBlocking) {
   for (const int team : {4, 2}) {
-    const Threads threads(team);
+    const ScopedThreads threads(team);
     { const encore::runtime::DeferAsyncSignals guard; }
     EXPECT_TRUE(workers_block_signals(team)) << team;
     workers_block_signals(4);  // unguarded regions: shrink, grow, 1 thread, then this team

@@ -20,6 +20,7 @@
 #include "kernels/kernels.hpp"
 #include "ops/ops.hpp"
 #include "runtime/parallel.hpp"
+#include "scoped_threads.hpp"
 
 namespace {
 std::atomic<int> g_regions{0};
@@ -35,13 +36,6 @@ extern "C" void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_thread
 namespace {
 
 using namespace encore;
-
-// Restores the thread count a test changes.
-struct Threads {
-  explicit Threads(int n) : prev(get_num_threads()) { set_num_threads(n); }
-  ~Threads() { set_num_threads(prev); }
-  int prev;
-};
 
 template <typename Fn>
 int regions_opened(Fn&& fn) {
@@ -67,12 +61,12 @@ TEST(WorkRule, ThreadsForFlops) {
   EXPECT_EQ(runtime::threads_for_flops(1e12, 2), 2);
   EXPECT_EQ(runtime::threads_for_flops(3.5 * k, 8), 3);
   EXPECT_EQ(runtime::threads_for_flops(1e12, 1), 1);
-  Threads two(2);
+  ScopedThreads two(2);
   EXPECT_EQ(runtime::threads_for_flops(1e12), 2);
 }
 
 TEST(WorkRule, ParallelForCapRunsOnTheCallingThread) {
-  Threads two(2);
+  ScopedThreads two(2);
   int calls = 0, team = 0;
   const int opened = regions_opened([&] {
     runtime::parallel_for(0, 100, 1, [&](int64_t b, int64_t e) {
@@ -99,10 +93,10 @@ TEST(WorkRule, AttentionBelowTheRuleOpensNoRegion) {
     EXPECT_EQ(small, T == 3);
     Tensor one, two;
     {
-      Threads t(1);
+      ScopedThreads t(1);
       one = ops::attention_forward(q, k, v, H, masks, nullptr, 0.0, false, 0);
     }
-    Threads t(2);
+    ScopedThreads t(2);
     const int opened = regions_opened([&] { two = ops::attention_forward(q, k, v, H, masks, nullptr, 0.0, false, 0); });
     if (small)
       EXPECT_EQ(opened, 0) << "T " << T;
@@ -119,7 +113,7 @@ TEST(WorkRule, AttentionBelowTheRuleOpensNoRegion) {
 TEST(WorkRule, LinearBelowTheRuleRunsOnTheCallingThread) {
   const int64_t K = 64, N = 128;
   const std::vector<float> w = values(N * K, 7), b = values(N, 8);
-  Threads two(2);
+  ScopedThreads two(2);
   const auto linear = kernels::PackedLinear::create(w.data(), b.data(), N, K, kernels::Precision::f32);
   for (const int64_t M : {int64_t{1}, int64_t{64}}) {
     const std::vector<float> in = values(M * K, 9);
@@ -151,10 +145,10 @@ TEST(WorkRule, Int8LinearBelowTheRuleRunsOnTheCallingThread) {
     const std::vector<float> in = values(M * K, 9);
     std::vector<float> one(static_cast<size_t>(M * N)), two(one.size());
     {
-      Threads t(1);
+      ScopedThreads t(1);
       linear->forward(one.data(), in.data(), M, kernels::Act::none);
     }
-    Threads t(2);
+    ScopedThreads t(2);
     linear->forward(two.data(), in.data(), M, kernels::Act::none);  // creates the 2-thread primitive state
     const int opened = regions_opened([&] { linear->forward(two.data(), in.data(), M, kernels::Act::none); });
     if (2.0 * M * K * N < 2 * runtime::kMinFlopsPerThread)
@@ -166,7 +160,7 @@ TEST(WorkRule, Int8LinearBelowTheRuleRunsOnTheCallingThread) {
 }
 
 TEST(WorkRule, ThreadLimitScopesOpenMPsCount) {
-  Threads two(2);
+  ScopedThreads two(2);
   {
     runtime::ThreadLimit limit(1);
     EXPECT_EQ(omp_get_max_threads(), 1);
@@ -184,7 +178,7 @@ TEST(SpreadTeam, LeavesEveryThreadsAffinityMask) {
   cpu_set_t process;
   ASSERT_EQ(sched_getaffinity(0, sizeof(process), &process), 0);
   for (const int n : {1, 2, 3, std::min(2 * CPU_COUNT(&process) + 1, encore::kMaxThreads)}) {
-    Threads t(n);
+    ScopedThreads t(n);
     // Each thread's own mask before (under OMP_PROC_BIND each thread has its own place, not the process's).
     std::vector<cpu_set_t> before(static_cast<size_t>(n));
     std::vector<int> read(static_cast<size_t>(n), -1);
