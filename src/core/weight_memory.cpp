@@ -47,8 +47,11 @@ class WeightArena {
       chunk->used += size;
       ++chunk->live;
     }
-    // Outside the lock (a few ms for a large weight); the range is this block's alone. Advice only.
+    // Outside the lock (a few ms for a large weight); the range is this block's alone. Advice only, in this order:
+    // populated with 4 KiB pages first, then marked for huge pages, which khugepaged may collapse later
+    // (weight_memory.hpp says why not huge pages at once).
     madvise(block, size, MADV_POPULATE_WRITE);
+    madvise(block, size, MADV_HUGEPAGE);
     return std::shared_ptr<void>(block, [this, chunk](void*) { release(chunk); });
   }
 
@@ -65,7 +68,8 @@ class WeightArena {
     unmap_chunk(chunk);
   }
 
-  // A 2 MiB-aligned anonymous mapping of `size` bytes (a multiple of 2 MiB) advised for huge pages. mutex_ held.
+  // A 2 MiB-aligned anonymous mapping of `size` bytes (a multiple of 2 MiB), so that khugepaged can collapse whole
+  // huge pages of it once its blocks are advised (allocate). mutex_ held.
   Chunk* map_chunk(size_t size) {
     void* raw = mmap(nullptr, size + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) throw std::bad_alloc();
@@ -75,7 +79,6 @@ class WeightArena {
     if (aligned > start) munmap(raw, aligned - start);
     const uintptr_t end = start + size + kHugePageBytes;
     if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
-    madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);  // advice only (THP may be off)
     Chunk* chunk = new Chunk;
     chunk->base = reinterpret_cast<char*>(aligned);
     chunk->size = size;
