@@ -15,13 +15,13 @@
 // its free 2 MiB blocks to the host (virtio-balloon free page reporting, page_reporting_order 9), so a huge page
 // had to be faulted in again on the host, while 4 KiB pages come from memory the guest kept (73-100 ms then).
 // Direct compaction of fragmented memory (THP defrag "madvise", the kernel's default) can stall huge-page faults
-// on any machine too (not seen on that VM: compact_stall stayed 0). Where the kernel refuses either advice (THP off, a kernel before 5.14) the block still works, with
-// ordinary pages faulted on first touch.
+// on any machine too (not seen on that VM: compact_stall stayed 0). Where the kernel refuses either advice (THP
+// off, a kernel before 5.14) the block still works, with ordinary pages faulted on first touch.
 //
-// Contract: blocks are bump-allocated from chunks of kWeightChunkBytes (a block over half of that gets a chunk of its
-// own); a chunk is unmapped when its last
-// block is released, so memory of a model's weights goes back to the system once the model and every block of
-// its chunk are gone (a chunk may hold the tail of one model and the head of the next). Thread-safe.
+// Contract: blocks are bump-allocated from chunks of kWeightChunkBytes (a block over half of that gets a chunk of
+// its own); a chunk is unmapped when its last block is released, so memory of a model's weights goes back to the
+// system once the model and every block of its chunk are gone (a chunk may hold the tail of one model and the head
+// of the next). Thread-safe.
 #pragma once
 #include <cstddef>
 #include <memory>

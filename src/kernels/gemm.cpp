@@ -392,6 +392,31 @@ bool f32_packing_is_lazy() {
   return lazy;
 }
 
+namespace {
+std::atomic<bool> f32_kernels_warm{false}, int8_kernels_warm{false};
+}  // namespace
+
+bool gemm_kernels_need_warm_up(Precision precision) {
+  if (!f32_kernels_warm.load(std::memory_order_relaxed) && !lazy_f32_packing_is_exact()) return true;
+  return precision == Precision::int8 && !int8_kernels_warm.load(std::memory_order_relaxed) &&
+         int8_gemm_kernels_are_process_wide();
+}
+
+void warm_up_gemm_kernels(Precision precision) {
+  const runtime::ThreadLimit one_thread(1);  // kernel generation is sequential; no OpenMP team for it
+  if (!lazy_f32_packing_is_exact()) {  // gemm:jit f32 matmul (lazy_f32_packing_is_exact tells brgemm apart)
+    // One small GEMM; a K of 128 > kMaxUnguardedK goes through the guarded path as the Linears do.
+    constexpr int64_t M = 3, N = 16, K = 128;
+    std::vector<float> a(M * K, 0.f), b(N * K, 0.f), c(M * N);
+    gemm_f32_onednn(false, true, M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
+    f32_kernels_warm.store(true, std::memory_order_relaxed);
+  }
+  if (precision == Precision::int8 && int8_gemm_kernels_are_process_wide()) {
+    warm_up_int8_gemm_kernels();
+    int8_kernels_warm.store(true, std::memory_order_relaxed);
+  }
+}
+
 std::shared_ptr<const PackedLinear> PackedLinear::create(const float* weight, const float* bias, int64_t N, int64_t K,
                                                          Precision precision, PlainWeight plain) {
   ENCORE_CHECK(N > 0 && K > 0, "PackedLinear: empty weight (", N, ", ", K, ")");

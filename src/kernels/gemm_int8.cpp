@@ -706,18 +706,40 @@ std::shared_ptr<const PackedLinear> PackedLinear::with_static_int8_input(const I
               precision_name(precision));
 }
 
+namespace {
+// oneDNN's implementation of the int8 Linear's matmul on this CPU ("" where it has none), decided once.
+const std::string& int8_matmul_implementation() {
+  static const std::string impl = [] {
+    try {
+      return std::string(make_pd(128, 256, 256, dnnl::memory::desc({256, 256}, dt::s8, tag::any)).impl_info_str());
+    } catch (const dnnl::error&) {
+      return std::string();
+    }
+  }();
+  return impl;
+}
+}  // namespace
+
+bool int8_gemm_kernels_are_process_wide() { return int8_matmul_implementation().rfind("gemm:jit", 0) == 0; }
+
+void warm_up_int8_gemm_kernels() {
+  constexpr int64_t M = 3, N = 16, K = 128;
+  std::vector<uint8_t> a(M * K, 0);
+  std::vector<int8_t> b(N * K, 0);
+  std::vector<int32_t> c(M * N);
+  const int32_t column_offset = 0;
+  const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.f, a.data(), K, 0, b.data(), K, 0, 0.f,
+                                             c.data(), N, &column_offset);
+  ENCORE_CHECK(st == dnnl_success, "dnnl_gemm_u8s8s32 failed with status ", static_cast<int>(st));
+}
+
 Int8Path int8_path_for_this_cpu() {
   static const Int8Path path = [] {
     // oneDNN's effective ISA honours DNNL_MAX_CPU_ISA. VNNI: avx512_core_vnni and above (bit 0x40, AMX
     // included) or avx2_vnni (bit 0x400).
     const unsigned isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
     const bool vnni = (isa & 0x40u) != 0 || (isa & 0x400u) != 0;
-    std::string impl;
-    try {
-      impl = make_pd(128, 256, 256, dnnl::memory::desc({256, 256}, dt::s8, tag::any)).impl_info_str();
-    } catch (const dnnl::error&) {
-      impl.clear();
-    }
+    const std::string& impl = int8_matmul_implementation();
     // oneDNN's reference matmul is correct but orders of magnitude slower than an f32 GEMM: emulate instead.
     const Int8Path p = impl.empty() || impl.rfind("ref", 0) == 0 ? Int8Path::emulated
                        : vnni                                     ? Int8Path::native8

@@ -199,6 +199,16 @@ bool lazy_f32_packing_is_exact();
 // Whether f32 weights given with plain.keep are packed lazily in this process: lazy_f32_packing_is_exact() and
 // ENCORE_PACK is not "eager".
 bool f32_packing_is_lazy();
+// oneDNN's gemm:jit, the f32 matmul of CPUs without AVX-512 (and the int8 one of some), generates its kernels
+// for every shape once per process, at the first GEMM of a data type: 20-30 ms for f32 on a 2-vCPU AVX2 VM (a
+// 3-token all-MiniLM-L6-v2 forward took ~30 ms instead of ~5 ms the first time). brgemm makes its kernels per
+// primitive, when the primitive is created. gemm_kernels_need_warm_up tells whether Linears of `precision`
+// (int8 models keep some f32 GEMMs too) would run such process-wide kernels not yet made by a warm-up;
+// warm_up_gemm_kernels makes them with a few small GEMMs on the calling thread alone (oneDNN makes them once,
+// whichever thread comes first; other oneDNN calls may run meanwhile). Model loading runs it on a second
+// thread (models/model.cpp, load_model).
+bool gemm_kernels_need_warm_up(Precision precision);
+void warm_up_gemm_kernels(Precision precision);
 struct Int8StaticInput;  // below (static int8)
 
 class PackedLinear {

@@ -19,6 +19,11 @@ struct PackedWeight {
 };
 PackedWeight reorder_weight(const dnnl::memory::desc& from, const void* weight, const dnnl::memory::desc& packed);
 
+// The int8 half of warm_up_gemm_kernels (kernels.hpp), in gemm_int8.cpp: whether the int8 Linear's matmul is
+// oneDNN's gemm:jit on this CPU, and one small u8 x s8 GEMM on the calling thread to make its kernels.
+bool int8_gemm_kernels_are_process_wide();
+void warm_up_int8_gemm_kernels();
+
 }  // namespace encore::kernels
 
 namespace encore::kernels {

@@ -38,7 +38,7 @@ void stack_members(Members& m, std::vector<Layer>& layers, std::optional<Norm>& 
 
 // act(x·Wᵀ + b) through the module's prepared weights in eval mode when it has them, else the plain weights.
 Tensor linear(const Linear& lin, const Tensor& x, bool training, kernels::Act act = kernels::Act::none);
-kernels::Precision precision_of(DType dtype);  // f32 or bf16; anything else throws
+kernels::Precision precision_of(DType dtype);  // f32, bf16 or int8; anything else throws
 // A contiguous weight handed to PackedLinear::create for the lazy f32 path (kernels.hpp): kept alive until packed,
 // and then, for a checkpoint's file mapping, its pages are given back to the OS (one resident copy, not two).
 kernels::PackedLinear::PlainWeight plain_weight(const Tensor& contiguous_weight);
