@@ -109,25 +109,66 @@ inline float epilogue_one(int32_t acc, float a_scale, int32_t zp, float w_scale,
 
 // ---------------- scalar definitions ----------------
 
-void quantize_weights_s8(int8_t* q, float* scale, const float* w, int64_t N, int64_t K) {
-  for (int64_t n = 0; n < N; ++n) {
-    const float* wr = w + n * K;
-    float amax = 0.f;
-    for (int64_t k = 0; k < K; ++k) {
-      ENCORE_CHECK(std::isfinite(wr[k]), "int8 quantization: weight row ", n, " has a non-finite value");
-      amax = std::max(amax, std::fabs(wr[k]));
-    }
-    // h(s) = (127·s)/127 rounded in f32 is idempotent (checked exhaustively over f32 mantissas), so the scale
-    // recomputed from dequantized weights, max|q·s| = 127·s, is s again.
-    const float s0 = amax / 127.f;
-    float s = (127.f * s0) / 127.f;
-    if (!(s > 0.f) || !std::isfinite(1.f / s)) s = 1.f;  // all-zero (or denormal-tiny) row
-    scale[n] = s;
-    for (int64_t k = 0; k < K; ++k) {
-      const float v = std::nearbyint(wr[k] / s);
-      q[n * K + k] = static_cast<int8_t>(std::min(std::max(v, -127.f), 127.f));
-    }
+namespace {
+
+// nearbyint(x) for |x| < 2^22 in the default rounding mode (to nearest, ties to even; encore never changes it):
+// x + 1.5·2^23 has no fraction bits left, so the addition rounds x to an integer, ties to even, and the
+// subtraction is exact. Inline, where nearbyint is a libm call that saves and restores the FP environment (a
+// baseline x86-64 build has no roundss).
+inline float round_half_even_small(float x) {
+  constexpr float kMagic = 12582912.f;  // 1.5 · 2^23
+  return (x + kMagic) - kMagic;
+}
+
+// max_k |wr[k]| into *amax; false if a value is not finite.
+bool row_abs_max(const float* wr, int64_t K, float* amax) {
+  float m = 0.f;
+  bool finite = true;
+  for (int64_t k = 0; k < K; ++k) {
+    const float a = std::fabs(wr[k]);
+    finite &= a <= std::numeric_limits<float>::max();  // false for inf and NaN
+    m = a > m ? a : m;
   }
+  *amax = m;
+  return finite;
+}
+
+// One row of quantize_weights_s8 (its contract in kernels.hpp); false (and nothing written) if wr has a
+// non-finite value.
+bool quantize_row_s8(int8_t* q, float* scale, const float* wr, int64_t K) {
+  float amax = 0.f;
+  if (!row_abs_max(wr, K, &amax)) return false;
+  // h(s) = (127·s)/127 rounded in f32 is idempotent (checked exhaustively over f32 mantissas), so the scale
+  // recomputed from dequantized weights, max|q·s| = 127·s, is s again.
+  const float s0 = amax / 127.f;
+  float s = (127.f * s0) / 127.f;
+  if (!(s > 0.f) || !std::isfinite(1.f / s)) s = 1.f;  // all-zero (or denormal-tiny) row
+  *scale = s;
+  // |wr[k] / s| <= amax / s, about 127 (or a tiny value where s = 1): inside round_half_even_small's range.
+  for (int64_t k = 0; k < K; ++k) {
+    const float v = round_half_even_small(wr[k] / s);
+    q[k] = static_cast<int8_t>(std::min(std::max(v, -127.f), 127.f));
+  }
+  return true;
+}
+
+[[noreturn]] void throw_non_finite_row(int64_t n) {
+  throw Error("int8 quantization: weight row " + std::to_string(n) + " has a non-finite value");
+}
+
+// Rows per parallel chunk when quantizing weights at load (a few µs of work each).
+constexpr int64_t kQuantizeRowGrain = 16;
+
+}  // namespace
+
+// Rows are independent and each is computed as one thread would, so the result does not depend on the threads.
+void quantize_weights_s8(int8_t* q, float* scale, const float* w, int64_t N, int64_t K) {
+  std::vector<uint8_t> finite(static_cast<size_t>(N), 1);
+  runtime::parallel_for(0, N, kQuantizeRowGrain, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) finite[n] = quantize_row_s8(q + n * K, scale + n, w + n * K, K);
+  });
+  for (int64_t n = 0; n < N; ++n)
+    if (!finite[n]) throw_non_finite_row(n);  // the first bad row, as a serial loop would report
 }
 
 void dequantize_weights_s8(float* w, const int8_t* q, const float* scale, int64_t N, int64_t K) {
@@ -139,25 +180,46 @@ Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K) {
   Int8Weights qw;
   qw.N = N;
   qw.K = K;
-  // colmax[k] = max_n |w[n,k]|; outlier columns: colmax > ratio·median(colmax), the largest kMax of them
+  // colmax[k] = max_n |w[n,k]| (row blocks in parallel, merged: max is exact in any order); outlier columns:
+  // colmax > ratio·median(colmax), the largest kMax of them
   std::vector<float> colmax(static_cast<size_t>(K), 0.f);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; ++k) {
-      ENCORE_CHECK(std::isfinite(w[n * K + k]), "int8 quantization: weight row ", n, " has a non-finite value");
-      colmax[k] = std::max(colmax[k], std::fabs(w[n * K + k]));
+  std::vector<uint8_t> finite(static_cast<size_t>(N), 1);
+  std::mutex merge;
+  runtime::parallel_for(0, N, kQuantizeRowGrain, [&](int64_t n0, int64_t n1) {
+    std::vector<float> local(static_cast<size_t>(K), 0.f);
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* wr = w + n * K;
+      bool ok = true;
+      for (int64_t k = 0; k < K; ++k) {
+        const float a = std::fabs(wr[k]);
+        ok &= a <= std::numeric_limits<float>::max();
+        local[k] = a > local[k] ? a : local[k];
+      }
+      finite[n] = ok;
     }
+    std::lock_guard<std::mutex> lock(merge);
+    for (int64_t k = 0; k < K; ++k) colmax[k] = std::max(colmax[k], local[k]);
+  });
+  for (int64_t n = 0; n < N; ++n)
+    if (!finite[n]) throw_non_finite_row(n);
   qw.columns = columns_above_median(colmax, kInt8OutlierColumnRatio, kInt8MaxOutlierColumns);
   const int64_t C = static_cast<int64_t>(qw.columns.size());
-  std::vector<float> body(w, w + N * K);
   qw.column_values.resize(static_cast<size_t>(N * C));
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < C; ++i) {
-      qw.column_values[n * C + i] = w[n * K + qw.columns[i]];
-      body[n * K + qw.columns[i]] = 0.f;
-    }
   qw.q.resize(static_cast<size_t>(N * K));
   qw.scale.resize(static_cast<size_t>(N));
-  quantize_weights_s8(qw.q.data(), qw.scale.data(), body.data(), N, K);
+  // Each row quantized as quantize_weights_s8 does, with its outlier columns set to 0 in a copy of the row.
+  runtime::parallel_for(0, N, kQuantizeRowGrain, [&](int64_t n0, int64_t n1) {
+    std::vector<float> body(static_cast<size_t>(K));
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* wr = w + n * K;
+      std::copy(wr, wr + K, body.begin());
+      for (int64_t i = 0; i < C; ++i) {
+        qw.column_values[n * C + i] = wr[qw.columns[i]];
+        body[qw.columns[i]] = 0.f;
+      }
+      quantize_row_s8(qw.q.data() + n * K, qw.scale.data() + n, body.data(), K);  // finite: checked above
+    }
+  });
   return qw;
 }
 
@@ -427,11 +489,17 @@ class OneDnnInt8Linear final : public PackedLinear {
     w_scale_ = qw.scale;
     wsum_.assign(static_cast<size_t>(N), 0);
     wq_t_.resize(static_cast<size_t>(N * K));
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t j = 0; j < K; ++j) {
-        wsum_[i] += qw.q[i * K + j];
-        wq_t_[j * N + i] = qw.q[i * K + j];
-      }
+    // wsum and the (K, N) transpose, in tiles of kTile x kTile over row blocks in parallel (integer sums: exact)
+    constexpr int64_t kTile = 64;
+    runtime::parallel_for(0, (N + kTile - 1) / kTile, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i0 = b0 * kTile; i0 < std::min(N, b1 * kTile); i0 += kTile)
+        for (int64_t j0 = 0; j0 < K; j0 += kTile)
+          for (int64_t i = i0; i < std::min(N, i0 + kTile); ++i)
+            for (int64_t j = j0; j < std::min(K, j0 + kTile); ++j) {
+              wsum_[i] += qw.q[i * K + j];
+              wq_t_[j * N + i] = qw.q[i * K + j];
+            }
+    });
     columns_ = qw.columns;
     const int64_t C = static_cast<int64_t>(columns_.size());
     column_w_.resize(static_cast<size_t>(C * N));  // (C, N) for out += x[:, columns] · column_w

@@ -219,6 +219,9 @@ TEST(Int8, WeightQuantization) {
         amax = std::max(amax, std::fabs(w[n * K + k]));
         // half a step, plus the f32 rounding of w/scale (at most 127·2^-24 < 1e-5 of a step)
         EXPECT_LE(std::fabs(deq[n * K + k] - w[n * K + k]), qw.scale[n] * (0.5f + 1e-5f));
+        // the contract (kernels.hpp): q = round_half_even(w / scale), computed here with libm's nearbyint
+        const float want = std::min(std::max(std::nearbyint(w[n * K + k] / qw.scale[n]), -127.f), 127.f);
+        EXPECT_EQ(qw.q[n * K + k], static_cast<int8_t>(want)) << "row " << n << " column " << k;
       }
     }
     EXPECT_EQ(qw.scale[n], n == 5 ? 1.f : (127.f * (amax / 127.f)) / 127.f);
@@ -238,8 +241,38 @@ TEST(Int8, WeightQuantization) {
     const float s = (127.f * s0) / 127.f;
     ASSERT_EQ((127.f * s) / 127.f, s) << "mantissa " << m;
   }
+  // Ties: values exactly half-way between two steps round to even, as nearbyint does (2.5 -> 2, 3.5 -> 4, -2.5 -> -2).
+  std::vector<float> ties = {127.f, 2.5f, 3.5f, -2.5f, -0.5f, 0.5f, 126.5f, -126.5f};  // amax 127: scale 1
+  std::vector<int8_t> tq(ties.size());
+  float tscale = 0.f;
+  quantize_weights_s8(tq.data(), &tscale, ties.data(), 1, static_cast<int64_t>(ties.size()));
+  EXPECT_EQ(tscale, 1.f);
+  EXPECT_EQ(tq, (std::vector<int8_t>{127, 2, 4, -2, 0, 0, 126, -126}));
+  // A non-finite weight is refused, naming the first row that has one.
   w[3] = std::numeric_limits<float>::infinity();
-  EXPECT_THROW(quantize_linear_int8(w.data(), N, K), encore::Error);
+  w[20 * K + 7] = std::numeric_limits<float>::quiet_NaN();
+  for (const bool plain : {false, true}) {
+    try {
+      if (plain) {
+        std::vector<int8_t> q(N * K);
+        std::vector<float> sc(N);
+        quantize_weights_s8(q.data(), sc.data(), w.data(), N, K);
+      } else {
+        quantize_linear_int8(w.data(), N, K);
+      }
+      ADD_FAILURE() << "no error for a non-finite weight";
+    } catch (const encore::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("weight row 0 has a non-finite value"), std::string::npos) << e.what();
+    }
+    w[3] = 0.f;  // the NaN in row 20 is next
+    try {
+      quantize_linear_int8(w.data(), N, K);
+      ADD_FAILURE() << "no error for a NaN weight";
+    } catch (const encore::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("weight row 20 has"), std::string::npos) << e.what();
+    }
+    w[3] = std::numeric_limits<float>::infinity();
+  }
 }
 
 namespace {
