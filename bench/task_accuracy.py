@@ -19,7 +19,9 @@ is downloaded):
 
 int8-static: static int8 (docs/quantization.md, "Static int8"): `encore quantize --calibrate` on the first
 CALIBRATION_TEXTS texts of the training split (never the held-out reviews or the pairs), default range rule, then
-`encore accuracy --model STATIC --reference MODEL --dtype int8` (fp32 is the original model's).
+`encore accuracy --model STATIC --reference MODEL --dtype int8` (fp32 is the original model's). On a CPU whose int8
+GEMM takes 7-bit activations (runtime_info() says int8=7-bit) a static checkpoint runs dynamic int8, so there this
+row repeats the int8 row.
 
 Models as bench/e2e.py's: minilm (the real all-MiniLM-L6-v2) and bert-base (a RANDOM BertModel(BertConfig()),
 seed 0, mean pooling: its scores measure how much of the random model's separability int8 keeps, not a useful
