@@ -30,11 +30,16 @@ DeferAsyncSignals::DeferAsyncSignals() {
   const int n = omp_get_max_threads();  // the team oneDNN's region will have
   if (n <= 1) return;
   // The same n threads oneDNN's region gets next (same size, same places); any it makes inherit the blocked mask.
+  // Under OMP_DYNAMIC=true the runtime may give a region fewer threads than asked: this one runs with dynamic
+  // adjustment off, so it blocks all n, and oneDNN's region (dynamic again) gets at most those n.
+  const bool dynamic = omp_get_dynamic() != 0;
+  if (dynamic) omp_set_dynamic(0);
 #pragma omp parallel num_threads(n)
   if (omp_get_thread_num() != 0 && !worker_blocks) {
     pthread_sigmask(SIG_BLOCK, &asynchronous_signals(), nullptr);
     worker_blocks = true;
   }
+  if (dynamic) omp_set_dynamic(1);
 }
 
 DeferAsyncSignals::~DeferAsyncSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }

@@ -19,8 +19,8 @@
 // with the mask of the thread opening the region; thread binding swaps them between places), so the region runs
 // on every guard rather than once. Signals sent to the process then go to a thread that does not block them (the
 // calling thread between calls); one sent to a particular worker thread (pthread_kill, a per-thread profiling
-// timer) waits until no guard holds it, which for a worker may be never. Not covered: OMP_DYNAMIC=true, where
-// oneDNN's region may get threads the guard's did not.
+// timer) waits until no guard holds it, which for a worker may be never. Under OMP_DYNAMIC=true the guard's
+// region runs with dynamic adjustment off, so it blocks every worker oneDNN's region can get.
 // Cost per guard: two rt_sigprocmask calls (0.45-0.51 µs a pair on a 2-vCPU VM) and, with two or more threads, a
 // parallel region (a worker's first one also calls rt_sigprocmask). Measured on a contended 2-vCPU AVX2 VM, where
 // every fp32 Linear is guarded: encode("hello world") +8-10 % (about 12 µs per guard, 24 per MiniLM forward), a
