@@ -12,7 +12,7 @@ dnnl::engine& onednn_engine();         // created on first use; thread-safe (a f
 dnnl::stream& onednn_thread_stream();  // one per calling thread, on onednn_engine()
 
 // `weight` (in `from`'s layout) reordered into memory of layout `packed` allocated by core::allocate_weight_memory
-// (huge pages, populated up front: see core/weight_memory.hpp); `owner` keeps that memory alive.
+// (populated up front, huge pages later: see core/weight_memory.hpp); `owner` keeps that memory alive.
 struct PackedWeight {
   std::shared_ptr<void> owner;
   dnnl::memory memory;
