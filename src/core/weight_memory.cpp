@@ -79,6 +79,8 @@ class WeightArena {
     if (aligned > start) munmap(raw, aligned - start);
     const uintptr_t end = start + size + kHugePageBytes;
     if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
+    // No huge pages at population even where THP is "always" (allocate advises MADV_HUGEPAGE afterwards).
+    madvise(reinterpret_cast<void*>(aligned), size, MADV_NOHUGEPAGE);
     Chunk* chunk = new Chunk;
     chunk->base = reinterpret_cast<char*>(aligned);
     chunk->size = size;

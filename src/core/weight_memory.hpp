@@ -4,16 +4,17 @@
 //   std::shared_ptr<void> block = core::allocate_weight_memory(bytes);   // 4 KiB aligned, populated
 //   ... write the packed weight into block.get() ...                      // no page faults on the way
 //
-// Why: a model's packed weights are written once, right after allocation. Fresh 4 KiB pages cost a page fault
-// each on that first write: ~10,000 faults, about 25 ms, for all-MiniLM-L6-v2's 42 MB of encoder weights - the
-// largest part of loading it (bench/coldstart.py). Blocks are therefore populated in one call each
-// (MADV_POPULATE_WRITE) and carved from 2 MiB-aligned anonymous mappings. Huge pages come later, not at load:
-// each block is advised MADV_HUGEPAGE only after it is populated, so khugepaged may collapse it in the background
-// (fewer TLB misses in the GEMMs that read it). Faulting huge pages in at load (advice first, populate second)
-// was faster back to back (AutoModel::load of all-MiniLM-L6-v2 36-50 ms against 57-74 ms with 4 KiB pages, AVX2
-// VM) but stalled: after a few idle seconds every load took 200-590 ms, because that VM's balloon had reported
-// its free 2 MiB blocks to the host (virtio-balloon free page reporting, page_reporting_order 9), so a huge page
-// had to be faulted in again on the host, while 4 KiB pages come from memory the guest kept (73-100 ms then).
+// Why: a model's packed weights are written once, right after allocation. Fresh 4 KiB pages cost a page fault each on
+// that first write: ~10,000 faults, about 25 ms, for all-MiniLM-L6-v2's 42 MB of encoder weights - the largest part of
+// loading it (bench/coldstart.py). Blocks are therefore populated in one call each (MADV_POPULATE_WRITE) and carved
+// from 2 MiB-aligned anonymous mappings. Huge pages come later, not at load: the mappings are MADV_NOHUGEPAGE (so not
+// even THP mode "always" faults huge pages in) and each block is advised MADV_HUGEPAGE only after it is populated, so
+// khugepaged may collapse it in the background (fewer TLB misses in the GEMMs that read it; at its default pace, 16 MiB
+// per 10 s: BERT-base's 340 MB took minutes). Faulting huge pages in at load (advice first, populate second) was faster
+// back to back (AutoModel::load of all-MiniLM-L6-v2 32-49 ms against 57-74 ms with 4 KiB pages, AVX2 VM) but stalled:
+// after a few idle seconds every load took 200-590 ms, because that VM's balloon had reported its free 2 MiB blocks to
+// the host (virtio-balloon free page reporting, page_reporting_order 9), so a huge page had to be faulted in again on
+// the host, while 4 KiB pages come from memory the guest kept (73-100 ms then).
 // Direct compaction of fragmented memory (THP defrag "madvise", the kernel's default) can stall huge-page faults
 // on any machine too (not seen on that VM: compact_stall stayed 0). Where the kernel refuses either advice (THP
 // off, a kernel before 5.14) the block still works, with ordinary pages faulted on first touch.

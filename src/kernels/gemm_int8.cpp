@@ -25,6 +25,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -114,7 +115,8 @@ namespace {
 // nearbyint(x) for |x| < 2^22 in the default rounding mode (to nearest, ties to even; encore never changes it):
 // x + 1.5·2^23 has no fraction bits left, so the addition rounds x to an integer, ties to even, and the
 // subtraction is exact. Inline, where nearbyint is a libm call that saves and restores the FP environment (a
-// baseline x86-64 build has no roundss).
+// baseline x86-64 build has no roundss). Needs float arithmetic in float (SSE), not x87's wider registers.
+static_assert(FLT_EVAL_METHOD == 0, "round_half_even_small needs float arithmetic evaluated in float");
 inline float round_half_even_small(float x) {
   constexpr float kMagic = 12582912.f;  // 1.5 · 2^23
   return (x + kMagic) - kMagic;
@@ -161,7 +163,9 @@ constexpr int64_t kQuantizeRowGrain = 16;
 
 }  // namespace
 
-// Rows are independent and each is computed as one thread would, so the result does not depend on the threads.
+// Rows are independent and each is computed as one thread would, so the result does not depend on the threads
+// (OpenMP workers run with the default MXCSR: a caller that set flush-to-zero may see another scale for a row whose
+// max |w| is below ~1.5e-36, as in every parallel kernel of encore).
 void quantize_weights_s8(int8_t* q, float* scale, const float* w, int64_t N, int64_t K) {
   std::vector<uint8_t> finite(static_cast<size_t>(N), 1);
   runtime::parallel_for(0, N, kQuantizeRowGrain, [&](int64_t n0, int64_t n1) {
@@ -180,13 +184,20 @@ Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K) {
   Int8Weights qw;
   qw.N = N;
   qw.K = K;
-  // colmax[k] = max_n |w[n,k]| (row blocks in parallel, merged: max is exact in any order); outlier columns:
+  // Both passes split the rows into `chunks` blocks run in parallel, each with its own K floats of scratch,
+  // allocated before the regions (nothing may throw inside one).
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min<int64_t>(runtime::num_threads(), (N + kQuantizeRowGrain - 1) / kQuantizeRowGrain));
+  std::vector<float> scratch(static_cast<size_t>(chunks * K), 0.f);
+  const auto for_each_chunk = [&](auto&& fn) {  // fn(rows begin, rows end, the chunk's scratch)
+    runtime::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) fn(c * N / chunks, (c + 1) * N / chunks, scratch.data() + c * K);
+    });
+  };
+  // colmax[k] = max_n |w[n,k]| (per block, then merged: max is exact in any order); outlier columns:
   // colmax > ratio·median(colmax), the largest kMax of them
-  std::vector<float> colmax(static_cast<size_t>(K), 0.f);
   std::vector<uint8_t> finite(static_cast<size_t>(N), 1);
-  std::mutex merge;
-  runtime::parallel_for(0, N, kQuantizeRowGrain, [&](int64_t n0, int64_t n1) {
-    std::vector<float> local(static_cast<size_t>(K), 0.f);
+  for_each_chunk([&](int64_t n0, int64_t n1, float* local) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* wr = w + n * K;
       bool ok = true;
@@ -197,9 +208,10 @@ Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K) {
       }
       finite[n] = ok;
     }
-    std::lock_guard<std::mutex> lock(merge);
-    for (int64_t k = 0; k < K; ++k) colmax[k] = std::max(colmax[k], local[k]);
   });
+  std::vector<float> colmax(static_cast<size_t>(K), 0.f);
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t k = 0; k < K; ++k) colmax[k] = std::max(colmax[k], scratch[c * K + k]);
   for (int64_t n = 0; n < N; ++n)
     if (!finite[n]) throw_non_finite_row(n);
   qw.columns = columns_above_median(colmax, kInt8OutlierColumnRatio, kInt8MaxOutlierColumns);
@@ -208,16 +220,15 @@ Int8Weights quantize_linear_int8(const float* w, int64_t N, int64_t K) {
   qw.q.resize(static_cast<size_t>(N * K));
   qw.scale.resize(static_cast<size_t>(N));
   // Each row quantized as quantize_weights_s8 does, with its outlier columns set to 0 in a copy of the row.
-  runtime::parallel_for(0, N, kQuantizeRowGrain, [&](int64_t n0, int64_t n1) {
-    std::vector<float> body(static_cast<size_t>(K));
+  for_each_chunk([&](int64_t n0, int64_t n1, float* body) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* wr = w + n * K;
-      std::copy(wr, wr + K, body.begin());
+      std::copy(wr, wr + K, body);
       for (int64_t i = 0; i < C; ++i) {
         qw.column_values[n * C + i] = wr[qw.columns[i]];
         body[qw.columns[i]] = 0.f;
       }
-      quantize_row_s8(qw.q.data() + n * K, qw.scale.data() + n, body.data(), K);  // finite: checked above
+      quantize_row_s8(qw.q.data() + n * K, qw.scale.data() + n, body, K);  // finite: checked above
     }
   });
   return qw;
@@ -788,7 +799,10 @@ const std::string& int8_matmul_implementation() {
 }
 }  // namespace
 
-bool int8_gemm_kernels_are_process_wide() { return int8_matmul_implementation().rfind("gemm:jit", 0) == 0; }
+bool int8_gemm_kernels_are_process_wide() {
+  // ENCORE_KERNELS=ref runs the scalar integer GEMM (OneDnnInt8Linear's reference mode), no oneDNN kernel
+  return !reference_mode() && int8_matmul_implementation().rfind("gemm:jit", 0) == 0;
+}
 
 void warm_up_int8_gemm_kernels() {
   constexpr int64_t M = 3, N = 16, K = 128;
