@@ -11,8 +11,11 @@ namespace attention_detail {
 
 constexpr int64_t kQT = kAttentionQueryTile;
 constexpr int64_t kKT = kAttentionKeyTile;
-// Register blocks: 4 query rows x kCols vectors of accumulators (16 of AVX-512's 32 registers, 8 of AVX2's 16).
+// Register blocks: kRows query rows x kCols vectors of accumulators: 4 x 4 (16 of AVX-512's 32 registers), 6 x 2 on
+// AVX2 (12 of its 16, with the kCols loaded vectors and one broadcast: 15). Two FMA pipes of latency 4 need 8
+// independent chains; 4 x 2 on AVX2 had exactly 8 and left no slack for the loads.
 constexpr int kCols = kWidth == 16 ? 4 : 2;
+constexpr int kRows = kWidth == 16 ? 4 : 6;
 
 // Where a block of scores goes: s (rows kKT apart), and when kmask is set (one key tile's key_mask, -inf past its
 // keys; rows without bias or causal limit) each row's running max of the scores it stores, lane by lane: rowmax
@@ -104,17 +107,31 @@ inline void pv_rows(float* acc, int64_t ld_acc, int64_t Dv, const float* p, cons
     }
 }
 
-// Calls body<R>(r0) over rows [0, n) in blocks of Block rows and one remainder block of 1 .. Block-1 rows.
+// body<R>(r0) for the R = rows in [1, Block] known only at run time.
+template <int Block, typename Body>
+inline void call_rows(int64_t r0, int64_t rows, Body& body) {
+  if (rows == Block) return body.template operator()<Block>(r0);
+  if constexpr (Block > 1) call_rows<Block - 1>(r0, rows, body);
+}
+
+// Calls body<R>(r0) over rows [0, n) in blocks of Block rows and one remainder block of 1 .. Block-1 rows. A
+// remainder under Block/2 after at least one whole block is merged with the last whole block and the two split
+// evenly (32 rows in blocks of 6: 6·4 + 4 + 4, not 6·5 + 2, whose 2-row block has too few accumulator chains).
 template <int Block = 4, typename Body>
 inline void for_row_blocks(int64_t n, Body&& body) {
+  static_assert(Block >= 2);
+  const int64_t tail = n % Block;
+  const bool merge = Block >= 4 && n > Block && tail > 0 && tail < Block / 2;
+  const int64_t whole_end = n - tail - (merge ? Block : 0);
   int64_t r = 0;
-  for (; r + Block <= n; r += Block) body.template operator()<Block>(r);
-  if constexpr (Block > 1) {
-    if (n - r > 0) {
-      if (n - r == Block - 1) body.template operator()<Block - 1>(r);
-      else for_row_blocks<Block - 1>(n - r, [&]<int R>(int64_t r2) { body.template operator()<R>(r + r2); });
-    }
+  for (; r < whole_end; r += Block) body.template operator()<Block>(r);
+  if (!merge) {
+    if (r < n) call_rows<Block - 1>(r, n - r, body);
+    return;
   }
+  const int64_t half = (n - r) / 2;  // n - r = Block + tail: two blocks of (Block + tail)/2 rows, give or take one
+  call_rows<Block - 1>(r, half, body);
+  call_rows<Block - 1>(r + half, n - r - half, body);
 }
 
 // l = l·alpha + sum(p) ; acc = acc·alpha (nothing to rescale before the first tile with a finite score) ; m = m'
@@ -302,14 +319,14 @@ struct F32Tiles {
   }
   void scores(const ScoreOut& o, int64_t i0, int64_t nq, int64_t /*nk*/) {
     const float* q = a.q + i0 * a.ld_q;
-    for_row_blocks(nq, [&]<int R>(int64_t r) { score_rows<R>(o.rows_from(r), q + r * a.ld_q, a.ld_q, kt, a.Dk, nk_pad, a.scale); });
+    for_row_blocks<kRows>(nq, [&]<int R>(int64_t r) { score_rows<R>(o.rows_from(r), q + r * a.ld_q, a.ld_q, kt, a.Dk, nk_pad, a.scale); });
   }
   void put_p(float* row, int64_t /*r*/, int64_t j, Vec e) { store(row + j, e); }
   void pv(float* acc, const float* s, int64_t nq, int64_t nk, bool /*put*/) {
     // A head of at most two vectors (Dv <= 32 on AVX-512) holds 2·R accumulators: 8 rows fill 16 registers.
     auto pv = [&]<int R>(int64_t r) { pv_rows<R>(acc + r * a.ld_out, a.ld_out, a.Dv, s + r * kKT, vt, a.ld_v, nk); };
     if (a.Dv <= 2 * kWidth && kCols > 2) for_row_blocks<8>(nq, pv);
-    else for_row_blocks(nq, pv);
+    else for_row_blocks<kRows>(nq, pv);
   }
 };
 
