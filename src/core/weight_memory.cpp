@@ -30,7 +30,7 @@ struct Chunk {
 
 class WeightArena {
  public:
-  std::shared_ptr<void> allocate(size_t bytes) {
+  std::shared_ptr<void> allocate(size_t bytes, const PageRangeRunner& run) {
     if (bytes == 0) return nullptr;
     const size_t size = round_up(bytes, kPageBytes);
     Chunk* chunk = nullptr;
@@ -50,7 +50,12 @@ class WeightArena {
     // Outside the lock (a few ms for a large weight); the range is this block's alone. Advice only, in this order:
     // populated with 4 KiB pages first, then marked for huge pages, which khugepaged may collapse later
     // (weight_memory.hpp says why not huge pages at once).
-    madvise(block, size, MADV_POPULATE_WRITE);
+    const size_t pages = size / kPageBytes;
+    auto populate = [block](size_t first, size_t end) {
+      madvise(block + first * kPageBytes, (end - first) * kPageBytes, MADV_POPULATE_WRITE);
+    };
+    if (run && pages >= 2 * kPagesPerPopulateCall) run(pages, kPagesPerPopulateCall, populate);
+    else populate(0, pages);
     madvise(block, size, MADV_HUGEPAGE);
     return std::shared_ptr<void>(block, [this, chunk](void*) { release(chunk); });
   }
@@ -106,7 +111,9 @@ WeightArena& arena() {
 
 }  // namespace
 
-std::shared_ptr<void> allocate_weight_memory(size_t bytes) { return arena().allocate(bytes); }
+std::shared_ptr<void> allocate_weight_memory(size_t bytes, const PageRangeRunner& run) {
+  return arena().allocate(bytes, run);
+}
 
 size_t weight_memory_mapped_bytes() { return arena().mapped_bytes(); }
 

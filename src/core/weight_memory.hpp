@@ -6,18 +6,18 @@
 //
 // Why: a model's packed weights are written once, right after allocation. Fresh 4 KiB pages cost a page fault each on
 // that first write: ~10,000 faults, about 25 ms, for all-MiniLM-L6-v2's 42 MB of encoder weights - the largest part of
-// loading it (bench/coldstart.py). Blocks are therefore populated in one call each (MADV_POPULATE_WRITE) and carved
-// from 2 MiB-aligned anonymous mappings. Huge pages come later, not at load: the mappings are MADV_NOHUGEPAGE (so not
-// even THP mode "always" faults huge pages in) and each block is advised MADV_HUGEPAGE only after it is populated, so
-// khugepaged may collapse it in the background (fewer TLB misses in the GEMMs that read it; at its default pace, 16 MiB
-// per 10 s: BERT-base's 340 MB took minutes). Faulting huge pages in at load (advice first, populate second) was faster
-// back to back (AutoModel::load of all-MiniLM-L6-v2 32-49 ms against 57-74 ms with 4 KiB pages, AVX2 VM) but stalled:
-// after a few idle seconds every load took 200-590 ms, because that VM's balloon had reported its free 2 MiB blocks to
-// the host (virtio-balloon free page reporting, page_reporting_order 9), so a huge page had to be faulted in again on
-// the host, while 4 KiB pages come from memory the guest kept (73-100 ms then).
-// Direct compaction of fragmented memory (THP defrag "madvise", the kernel's default) can stall huge-page faults
-// on any machine too (not seen on that VM: compact_stall stayed 0). Where the kernel refuses either advice (THP
-// off, a kernel before 5.14) the block still works, with ordinary pages faulted on first touch.
+// loading it (bench/coldstart.py). Blocks are therefore populated up front (MADV_POPULATE_WRITE: in one call, or in
+// 1 MiB ranges over the caller's threads) and carved from 2 MiB-aligned anonymous mappings. Huge pages come later, not
+// at load: the mappings are MADV_NOHUGEPAGE (so not even THP mode "always" faults huge pages in) and each block is
+// advised MADV_HUGEPAGE only after it is populated, so khugepaged may collapse it in the background (fewer TLB misses
+// in the GEMMs that read it; at its default pace, 16 MiB per 10 s: BERT-base's 340 MB took minutes). Faulting huge
+// pages in at load (advice first, populate second) was faster back to back (AutoModel::load of all-MiniLM-L6-v2 32-49
+// ms against 57-74 ms with 4 KiB pages, AVX2 VM) but stalled: after a few idle seconds every load took 200-590 ms,
+// because that VM's balloon had reported its free 2 MiB blocks to the host (virtio-balloon free page reporting,
+// page_reporting_order 9), so a huge page had to be faulted in again on the host, while 4 KiB pages come from memory
+// the guest kept (73-100 ms then). Direct compaction of fragmented memory (THP defrag "madvise", the kernel's default)
+// can stall huge-page faults on any machine too (not seen on that VM: compact_stall stayed 0). Where the kernel refuses
+// either advice (THP off, a kernel before 5.14) the block still works, with ordinary pages faulted on first touch.
 //
 // Contract: blocks are bump-allocated from chunks of kWeightChunkBytes (a block over half of that gets a chunk of
 // its own); a chunk is unmapped when its last block is released, so memory of a model's weights goes back to the
@@ -25,15 +25,26 @@
 // of the next). Thread-safe.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 namespace encore::core {
 
 constexpr size_t kWeightChunkBytes = size_t{32} << 20;
 
+// How a caller lends its threads to the population: run(pages, grain, fn) calls fn(first, end) on ranges that cover
+// [0, pages) once, each at least `grain` pages except the last, possibly at the same time (kernels pass
+// runtime::parallel_for; core has no threads of its own).
+using PageRangeRunner =
+    std::function<void(size_t pages, size_t grain, const std::function<void(size_t first, size_t end)>& fn)>;
+// Pages per populating call when a runner splits a block (1 MiB); smaller blocks are populated in one call.
+constexpr size_t kPagesPerPopulateCall = 256;
+
 // A zero-filled block of at least `bytes` (4 KiB aligned; null for 0), released when the last copy of the pointer
-// goes. Throws std::bad_alloc when the system has no memory for it.
-std::shared_ptr<void> allocate_weight_memory(size_t bytes);
+// goes. With `run`, the block is populated over its ranges on the caller's threads instead of on the calling one
+// (all-MiniLM-L6-v2's SentenceEncoder::load on a 2-vCPU AVX2 VM: 85 -> 75 ms; each 4 KiB page is zeroed, and in a
+// VM the host may have to back it first). Throws std::bad_alloc when the system has no memory for it.
+std::shared_ptr<void> allocate_weight_memory(size_t bytes, const PageRangeRunner& run = {});
 
 // Bytes of the chunks currently mapped for weight blocks (what allocate_weight_memory holds from the system).
 size_t weight_memory_mapped_bytes();

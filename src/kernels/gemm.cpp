@@ -48,7 +48,12 @@ bool f32_matmul_needs_signal_guard(const dnnl::matmul::primitive_desc& pd, int64
 
 PackedWeight reorder_weight(const dnnl::memory::desc& from, const void* weight, const dnnl::memory::desc& packed) {
   PackedWeight out;
-  out.owner = core::allocate_weight_memory(packed.get_size());
+  // populated by the threads the reorder then runs on
+  out.owner = core::allocate_weight_memory(packed.get_size(), [](size_t pages, size_t grain, const auto& fn) {
+    runtime::parallel_for(0, static_cast<int64_t>(pages), static_cast<int64_t>(grain), [&](int64_t first, int64_t end) {
+      fn(static_cast<size_t>(first), static_cast<size_t>(end));
+    });
+  });
   out.memory = dnnl::memory(packed, onednn_engine(), out.owner.get());
   dnnl::memory src(from, onednn_engine(), const_cast<void*>(weight));
   dnnl::reorder(src, out.memory).execute(onednn_thread_stream(), src, out.memory);

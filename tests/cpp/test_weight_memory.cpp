@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -160,4 +161,55 @@ TEST(WeightMemory, BlocksArePopulatedWithSmallPagesThenAdvisedHuge) {
   if (can_populate) {
     EXPECT_GE(m.rss_kb * 1024, kBytes) << "not populated up front";
   }
+}
+
+// With a runner (the kernels pass runtime::parallel_for), a block is populated over ranges that cover each of its
+// pages once, each at least kPagesPerPopulateCall pages but the last, run here on two threads at once; a block
+// under two such ranges is populated in one call, without the runner.
+TEST(WeightMemory, ARunnerPopulatesEveryPageOnce) {
+  using encore::core::kPagesPerPopulateCall;
+  std::mutex mutex;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t calls = 0;
+  const encore::core::PageRangeRunner two_threads = [&](size_t pages, size_t grain, const auto& fn) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++calls;
+    }
+    const size_t half = std::max(grain, pages / 2);
+    auto run = [&](size_t first, size_t end) {
+      fn(first, end);
+      std::lock_guard<std::mutex> lock(mutex);
+      ranges.emplace_back(first, end);
+    };
+    std::thread second(run, half, pages);
+    run(0, half);
+    second.join();
+  };
+  const size_t bytes = kWeightChunkBytes / 2 + 3 * 4096 + 5;  // a chunk of its own: its mapping is this block alone
+  std::shared_ptr<void> block = allocate_weight_memory(bytes, two_threads);
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(calls, 1u);
+  std::sort(ranges.begin(), ranges.end());
+  const size_t pages = (bytes + 4095) / 4096;
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].first, 0u);
+  EXPECT_EQ(ranges[0].second, ranges[1].first);
+  EXPECT_EQ(ranges[1].second, pages);
+  EXPECT_GE(ranges[0].second - ranges[0].first, kPagesPerPopulateCall);
+  EXPECT_TRUE(all_zero(block.get(), bytes));
+  void* probe = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  const bool can_populate = madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+  munmap(probe, 4096);
+  if (can_populate) {
+    const Mapping m = mapping_of(block.get());  // the block alone (advised apart from its chunk's tail)
+    ASSERT_TRUE(m.found);
+    EXPECT_GE(m.rss_kb * 1024, pages * 4096) << "the runner's ranges were not populated";
+  }
+  // Small blocks do not call the runner.
+  calls = 0;
+  std::shared_ptr<void> small = allocate_weight_memory((2 * kPagesPerPopulateCall - 1) * 4096, two_threads);
+  EXPECT_EQ(calls, 0u);
+  EXPECT_TRUE(all_zero(small.get(), (2 * kPagesPerPopulateCall - 1) * 4096));
 }
