@@ -123,10 +123,9 @@ class EncoderModel : public nn::Module {
   // Every encoder layer the model runs (shared ALBERT layers once each).
   virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
   // Prepares the weights the inference forward reads through prepared GEMMs (f32/bf16/int8, see
-  // nn::Module::prepare_inference): every encoder layer, unless a family whose layers are its own says which.
-  virtual void prepare_inference_weights(DType dtype) {
-    for_each_layer([&](nn::TransformerEncoderLayer& layer) { layer.prepare_inference(dtype); });
-  }
+  // nn::Module::prepare_inference): every encoder layer, layers in parallel (model.cpp), unless a family whose layers
+  // are its own says which.
+  virtual void prepare_inference_weights(DType dtype);
   // The parameters under transformers' names for the task model: see AutoModel::export_hf.
   virtual HfExport export_hf() = 0;
   // The checkpoint names (with the checkpoint's prefix) of the encoder layers' Linear weights: query, key, value,
