@@ -9,7 +9,6 @@
 #include <fstream>
 #include <future>
 #include <limits>
-#include <mutex>
 #include <system_error>
 
 #include "io/json_file.hpp"
@@ -250,24 +249,8 @@ void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info, c
 void EncoderModel::prepare_inference_weights(DType dtype) {
   std::vector<nn::TransformerEncoderLayer*> layers;
   for_each_layer([&](nn::TransformerEncoderLayer& layer) { layers.push_back(&layer); });
-  std::mutex mu;
-  size_t first_bad = layers.size();
-  std::exception_ptr error;
-  runtime::parallel_for(0, static_cast<int64_t>(layers.size()), 1, [&](int64_t begin, int64_t end) {
-    for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
-      try {
-        layers[i]->prepare_inference(dtype);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (i < first_bad) {
-          first_bad = i;
-          error = std::current_exception();
-        }
-        return;
-      }
-    }
-  });
-  if (error) std::rethrow_exception(error);
+  runtime::parallel_for_each(0, static_cast<int64_t>(layers.size()), 1,
+                             [&](int64_t i) { layers[static_cast<size_t>(i)]->prepare_inference(dtype); });
 }
 
 std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dtype) {

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 
 namespace encore::runtime {
 
@@ -74,6 +76,31 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, Fn&& fn, int max_th
     const int64_t e = b + chunk + (t < rest ? 1 : 0);
     if (b < e) fn(b, e);
   }
+}
+
+// fn(i) for every i in [begin, end), split as parallel_for splits it. An exception must not leave an OpenMP region:
+// one ends its thread's range, and once every thread is done the exception of the lowest failing index is rethrown,
+// the one a serial loop would throw.
+template <typename Fn>
+void parallel_for_each(int64_t begin, int64_t end, int64_t grain, Fn&& fn) {
+  std::mutex mutex;
+  int64_t first_bad = end;
+  std::exception_ptr error;
+  parallel_for(begin, end, grain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (i < first_bad) {
+          first_bad = i;
+          error = std::current_exception();
+        }
+        return;
+      }
+    }
+  });
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace encore::runtime

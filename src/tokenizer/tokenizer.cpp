@@ -6,10 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <exception>
 #include <fstream>
 #include <utility>
-#include <mutex>
 #include <sstream>
 
 #include "encore/error.hpp"
@@ -488,30 +486,13 @@ Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second,
 
 namespace {
 
-// out[i] = encode_one(i) for i in [0, n), on the engine's threads (runtime::parallel_for: contiguous ranges, serial
-// with one thread or inside another parallel region). The error of the lowest failing index is rethrown, as a
-// serial loop would throw it.
+// out[i] = encode_one(i) for i in [0, n), on the engine's threads (runtime::parallel_for_each: serial with one
+// thread or inside another parallel region; the error of the lowest failing index is rethrown).
 template <typename EncodeOne>
 std::vector<Encoding> encode_each(size_t n, EncodeOne&& encode_one) {
   std::vector<Encoding> out(n);
-  std::mutex mu;
-  size_t first_bad = n;
-  std::exception_ptr error;
-  runtime::parallel_for(0, static_cast<int64_t>(n), 4, [&](int64_t begin, int64_t end) {
-    for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
-      try {
-        out[i] = encode_one(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (i < first_bad) {
-          first_bad = i;
-          error = std::current_exception();
-        }
-        return;
-      }
-    }
-  });
-  if (error) std::rethrow_exception(error);
+  runtime::parallel_for_each(0, static_cast<int64_t>(n), 4,
+                             [&](int64_t i) { out[static_cast<size_t>(i)] = encode_one(static_cast<size_t>(i)); });
   return out;
 }
 
