@@ -42,6 +42,7 @@
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
+#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -691,8 +692,9 @@ class DebertaV2 : public EncoderModel {
     }
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
-  void prepare_inference_weights(DType dtype) override {
-    for (auto& l : layers) l.prepare(dtype);
+  void prepare_inference_weights(DType dtype) override {  // layers in parallel, as EncoderModel's (model.cpp)
+    runtime::parallel_for_each(0, static_cast<int64_t>(layers.size()), 1,
+                               [&](int64_t i) { layers[static_cast<size_t>(i)].prepare(dtype); });
     if (embeddings.embed_proj) embeddings.embed_proj->prepare_inference(dtype);
   }
 

@@ -124,7 +124,7 @@ class EncoderModel : public nn::Module {
   virtual void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>& fn) = 0;
   // Prepares the weights the inference forward reads through prepared GEMMs (f32/bf16/int8, see
   // nn::Module::prepare_inference): every encoder layer, layers in parallel (model.cpp), unless a family whose layers
-  // are its own says which.
+  // are its own says which (those prepare their layers in parallel too).
   virtual void prepare_inference_weights(DType dtype);
   // The parameters under transformers' names for the task model: see AutoModel::export_hf.
   virtual HfExport export_hf() = 0;

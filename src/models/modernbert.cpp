@@ -33,6 +33,7 @@
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
+#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -527,11 +528,11 @@ class ModernBert : public EncoderModel {
     for (auto& l : layers) l.attn.dropout = l.mlp.dropout = p;
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
-  void prepare_inference_weights(DType dtype) override {
-    for (auto& l : layers) {
-      l.attn.prepare_inference(dtype);
-      l.mlp.prepare_inference(dtype);
-    }
+  void prepare_inference_weights(DType dtype) override {  // layers in parallel, as EncoderModel's (model.cpp)
+    runtime::parallel_for_each(0, static_cast<int64_t>(layers.size()), 1, [&](int64_t i) {
+      layers[static_cast<size_t>(i)].attn.prepare_inference(dtype);
+      layers[static_cast<size_t>(i)].mlp.prepare_inference(dtype);
+    });
   }
 
   HfExport export_hf() override {

@@ -34,6 +34,7 @@
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
+#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -476,8 +477,9 @@ class Qwen3 : public EncoderModel {
     for (auto& l : layers) l.self_attn.dropout = p;
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
-  void prepare_inference_weights(DType dtype) override {
-    for (auto& l : layers) l.prepare_inference(dtype);
+  void prepare_inference_weights(DType dtype) override {  // layers in parallel, as EncoderModel's (model.cpp)
+    runtime::parallel_for_each(0, static_cast<int64_t>(layers.size()), 1,
+                               [&](int64_t i) { layers[static_cast<size_t>(i)].prepare_inference(dtype); });
   }
 
   HfExport export_hf() override {

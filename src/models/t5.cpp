@@ -30,6 +30,7 @@
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
+#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -391,11 +392,11 @@ class T5Encoder : public EncoderModel {
     if (head) head->dropout_in = p;
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
-  void prepare_inference_weights(DType dtype) override {
-    for (auto& b : blocks) {
-      b.attn.prepare_inference(dtype);
-      b.ff.prepare_inference(dtype);
-    }
+  void prepare_inference_weights(DType dtype) override {  // blocks in parallel, as EncoderModel's layers (model.cpp)
+    runtime::parallel_for_each(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t i) {
+      blocks[static_cast<size_t>(i)].attn.prepare_inference(dtype);
+      blocks[static_cast<size_t>(i)].ff.prepare_inference(dtype);
+    });
   }
 
   HfExport export_hf() override {
