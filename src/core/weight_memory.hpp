@@ -6,8 +6,8 @@
 //
 // Why: a model's packed weights are written once, right after allocation. Fresh 4 KiB pages cost a page fault each on
 // that first write: ~10,000 faults, about 25 ms, for all-MiniLM-L6-v2's 42 MB of encoder weights - the largest part of
-// loading it (bench/coldstart.py). Blocks are therefore populated up front (MADV_POPULATE_WRITE: in one call, or in
-// 1 MiB ranges over the caller's threads) and carved from 2 MiB-aligned anonymous mappings. Huge pages come later, not
+// loading it (bench/coldstart.py). Blocks are therefore populated up front (MADV_POPULATE_WRITE: in one call, or over
+// the caller's threads) and carved from 2 MiB-aligned anonymous mappings. Huge pages come later, not
 // at load: the mappings are MADV_NOHUGEPAGE (so not even THP mode "always" faults huge pages in) and each block is
 // advised MADV_HUGEPAGE only after it is populated, so khugepaged may collapse it in the background (fewer TLB misses
 // in the GEMMs that read it; at its default pace, 16 MiB per 10 s: BERT-base's 340 MB took minutes). Faulting huge
@@ -32,18 +32,22 @@ namespace encore::core {
 
 constexpr size_t kWeightChunkBytes = size_t{32} << 20;
 
-// How a caller lends its threads to the population: run(pages, grain, fn) calls fn(first, end) on ranges that cover
-// [0, pages) once, each at least `grain` pages except the last, possibly at the same time (kernels pass
-// runtime::parallel_for; core has no threads of its own).
+// How a caller lends its threads to the population: run(pages, grain, fn) calls fn(first, end) on disjoint ranges that
+// cover [0, pages) once, possibly at the same time, split as parallel_for(0, pages, grain, ...) splits a range (one
+// contiguous range per thread, none split below `grain` pages). Kernels pass runtime::parallel_for; core has no
+// threads of its own.
 using PageRangeRunner =
     std::function<void(size_t pages, size_t grain, const std::function<void(size_t first, size_t end)>& fn)>;
-// Pages per populating call when a runner splits a block (1 MiB); smaller blocks are populated in one call.
+// The grain a runner is given (1 MiB): a block under two of it is populated in one call, without the runner.
 constexpr size_t kPagesPerPopulateCall = 256;
 
 // A zero-filled block of at least `bytes` (4 KiB aligned; null for 0), released when the last copy of the pointer
 // goes. With `run`, the block is populated over its ranges on the caller's threads instead of on the calling one
-// (all-MiniLM-L6-v2's SentenceEncoder::load on a 2-vCPU AVX2 VM: 85 -> 75 ms; each 4 KiB page is zeroed, and in a
-// VM the host may have to back it first). Throws std::bad_alloc when the system has no memory for it.
+// (each 4 KiB page is zeroed, and in a VM the host may have to back it first). That applies where a weight is packed
+// outside a parallel region: f32 weights packed at their second forward (AVX-512), DeBERTa-v2's embedding
+// projection. Layers prepared in parallel (EncoderModel::prepare_inference_weights) populate their blocks serially, each
+// thread its own layers. Measured before layers were prepared in parallel: all-MiniLM-L6-v2's SentenceEncoder::load
+// on a 2-vCPU AVX2 VM 85 -> 75 ms. Throws std::bad_alloc when the system has no memory for it.
 std::shared_ptr<void> allocate_weight_memory(size_t bytes, const PageRangeRunner& run = {});
 
 // Bytes of the chunks currently mapped for weight blocks (what allocate_weight_memory holds from the system).

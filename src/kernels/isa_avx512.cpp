@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 
 #include "kernels/kernels.hpp"

@@ -312,9 +312,9 @@ def test_bad_inputs(model_dir, quantized_dir, tmp_path):
 
 
 def test_nonfinite_weights_in_two_layers_report_the_first(model_dir, tmp_path):
-    """Layers are prepared in parallel (EncoderModel::prepare_inference_weights), one thread taking layers 0-2 and
-    the other 3-5 of all-MiniLM-L6-v2: with NaN in the FFN weights of layers 1 (row 5) and 4 (row 2), the int8 load
-    must report layer 1's row, as a serial load does, every time, whichever thread fails first."""
+    """Layers are prepared in parallel (EncoderModel::prepare_inference_weights): with 2 threads (set here) one takes
+    layers 0-2 and the other 3-5 of all-MiniLM-L6-v2. With NaN in the FFN weights of layers 1 (row 5) and 4 (row 2),
+    the int8 load must report layer 1's row, as a serial load does, every time, whichever thread fails first."""
     from safetensors.numpy import load_file, save_file
 
     broken = tmp_path / "nan"
@@ -323,8 +323,14 @@ def test_nonfinite_weights_in_two_layers_report_the_first(model_dir, tmp_path):
     tensors["encoder.layer.1.intermediate.dense.weight"][5, 3] = np.nan
     tensors["encoder.layer.4.intermediate.dense.weight"][2, 1] = np.nan
     save_file(tensors, str(broken / "model.safetensors"), metadata={"format": "pt"})
-    for _ in range(5):
-        with pytest.raises(encore.Error, match=r"weight row 5 has a non-finite value"):
-            encore.AutoModel.load(str(broken), dtype="int8")
-    r = run("embed", "--model", broken, "--dtype", "int8", "hello", ok=False)
+    threads = encore.get_num_threads()
+    encore.set_num_threads(2)
+    try:
+        for _ in range(5):
+            with pytest.raises(encore.Error, match=r"weight row 5 has a non-finite value"):
+                encore.AutoModel.load(str(broken), dtype="int8")
+    finally:
+        encore.set_num_threads(threads)
+    r = run("embed", "--model", broken, "--dtype", "int8", "hello", ok=False,
+            env={**os.environ, "ENCORE_NUM_THREADS": "2"})
     assert r.returncode == 3 and "weight row 5 has a non-finite value" in r.stderr, r.stderr

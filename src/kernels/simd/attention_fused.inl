@@ -112,16 +112,18 @@ template <int Block, typename Body>
 inline void call_rows(int64_t r0, int64_t rows, Body& body) {
   if (rows == Block) return body.template operator()<Block>(r0);
   if constexpr (Block > 1) call_rows<Block - 1>(r0, rows, body);
+  else assert(false && "call_rows: rows outside [1, Block]");
 }
 
-// Calls body<R>(r0) over rows [0, n) in blocks of Block rows and one remainder block of 1 .. Block-1 rows. A
+// Calls body<R>(r0) over rows [0, n) in blocks of Block rows and one remainder block of 1 .. Block-1 rows. On AVX2, a
 // remainder under Block/2 after at least one whole block is merged with the last whole block and the two split
-// evenly (32 rows in blocks of 6: 6·4 + 4 + 4, not 6·5 + 2, whose 2-row block has too few accumulator chains).
+// evenly (32 rows in blocks of 6: 6·4 + 4 + 4, not 6·5 + 2, whose 2-row block has too few accumulator chains; measured
+// there). AVX-512's blocks keep their remainder block (its speed with the merge was not measured).
 template <int Block = 4, typename Body>
 inline void for_row_blocks(int64_t n, Body&& body) {
   static_assert(Block >= 2);
   const int64_t tail = n % Block;
-  const bool merge = Block >= 4 && n > Block && tail > 0 && tail < Block / 2;
+  const bool merge = kWidth == 8 && Block >= 4 && n > Block && tail > 0 && tail < Block / 2;
   const int64_t whole_end = n - tail - (merge ? Block : 0);
   int64_t r = 0;
   for (; r < whole_end; r += Block) body.template operator()<Block>(r);
