@@ -42,7 +42,6 @@
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
-#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -693,8 +692,7 @@ class DebertaV2 : public EncoderModel {
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
   void prepare_inference_weights(DType dtype) override {  // layers in parallel, as EncoderModel's (model.cpp)
-    runtime::parallel_for_each(0, static_cast<int64_t>(layers.size()), 1,
-                               [&](int64_t i) { layers[static_cast<size_t>(i)].prepare(dtype); });
+    prepare_layers_in_parallel(layers, [&](auto& layer) { layer.prepare(dtype); });
     if (embeddings.embed_proj) embeddings.embed_proj->prepare_inference(dtype);
   }
 

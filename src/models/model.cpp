@@ -246,12 +246,11 @@ void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info, c
 // SentenceEncoder::load + first encode on a 2-vCPU AVX2 VM, medians of 20 interleaved fresh processes: fp32
 // 84.2 -> 79.8 ms, int8 123.7 -> 102.1 ms. Every layer's prepared weights are what a serial loop makes; the error of
 // the lowest failing layer is rethrown, as a serial loop would throw it. The families that prepare their own layers
-// (ModernBERT, DeBERTa-v2, T5, Qwen3) do the same.
+// (ModernBERT, DeBERTa-v2, T5, Qwen3) call the same prepare_layers_in_parallel (model.hpp).
 void EncoderModel::prepare_inference_weights(DType dtype) {
   std::vector<nn::TransformerEncoderLayer*> layers;
   for_each_layer([&](nn::TransformerEncoderLayer& layer) { layers.push_back(&layer); });
-  runtime::parallel_for_each(0, static_cast<int64_t>(layers.size()), 1,
-                             [&](int64_t i) { layers[static_cast<size_t>(i)]->prepare_inference(dtype); });
+  prepare_layers_in_parallel(layers, [&](nn::TransformerEncoderLayer* layer) { layer->prepare_inference(dtype); });
 }
 
 std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dtype) {

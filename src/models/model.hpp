@@ -14,6 +14,7 @@
 #include "encore/nn.hpp"
 #include "io/safetensors.hpp"
 #include "kernels/kernels.hpp"
+#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -144,6 +145,15 @@ class EncoderModel : public nn::Module {
   // ops::AttentionPrecisionScope from it); load_model decides, from the dtype.
   bool bf16_attention = false;
 };
+
+// prepare(layer) for every layer of `layers`, whole layers per thread in one parallel region: what every family's
+// prepare_inference_weights does (why, and what it measured: EncoderModel::prepare_inference_weights in model.cpp).
+// The lowest failing layer's error is rethrown, as a serial loop would throw it.
+template <class Layers, class Prepare>
+void prepare_layers_in_parallel(Layers& layers, Prepare&& prepare) {
+  runtime::parallel_for_each(0, static_cast<int64_t>(layers.size()), 1,
+                             [&](int64_t i) { prepare(layers[static_cast<size_t>(i)]); });
+}
 
 using Loader = std::unique_ptr<EncoderModel> (*)(const HfConfig&, const io::WeightStore&);
 // The model_type -> loader table (registry.cpp); a family file defines its loader.

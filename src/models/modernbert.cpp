@@ -33,7 +33,6 @@
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
-#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -529,9 +528,9 @@ class ModernBert : public EncoderModel {
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
   void prepare_inference_weights(DType dtype) override {  // layers in parallel, as EncoderModel's (model.cpp)
-    runtime::parallel_for_each(0, static_cast<int64_t>(layers.size()), 1, [&](int64_t i) {
-      layers[static_cast<size_t>(i)].attn.prepare_inference(dtype);
-      layers[static_cast<size_t>(i)].mlp.prepare_inference(dtype);
+    prepare_layers_in_parallel(layers, [&](auto& layer) {
+      layer.attn.prepare_inference(dtype);
+      layer.mlp.prepare_inference(dtype);
     });
   }
 

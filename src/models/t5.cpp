@@ -30,7 +30,6 @@
 #include "nn/common.hpp"
 #include "ops/backward.hpp"
 #include "ops/ops.hpp"
-#include "runtime/parallel.hpp"
 
 namespace encore::models {
 
@@ -393,9 +392,9 @@ class T5Encoder : public EncoderModel {
   }
   void for_each_layer(const std::function<void(nn::TransformerEncoderLayer&)>&) override {}
   void prepare_inference_weights(DType dtype) override {  // blocks in parallel, as EncoderModel's layers (model.cpp)
-    runtime::parallel_for_each(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t i) {
-      blocks[static_cast<size_t>(i)].attn.prepare_inference(dtype);
-      blocks[static_cast<size_t>(i)].ff.prepare_inference(dtype);
+    prepare_layers_in_parallel(blocks, [&](auto& block) {
+      block.attn.prepare_inference(dtype);
+      block.ff.prepare_inference(dtype);
     });
   }
 
