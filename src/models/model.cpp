@@ -237,6 +237,28 @@ void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info, c
        "without logits");
 }
 
+
+// The first non-finite value of the encoder layers' Linear weights as the checkpoint stores them, in
+// layer_linear_weight_names() order (layers ascending, as prepare_inference_weights reports the lowest failing
+// layer), described as "weight '<name>' has a non-finite value (nan) at row r, column c"; empty if none has one.
+// Only run after int8 preparation failed, to name what the quantizer (which sees one packed matrix: Q, K and V
+// stacked, say) could only give a row of.
+std::string describe_first_non_finite_layer_weight(EncoderModel& model, const io::WeightStore& store) {
+  for (const std::string& name : model.layer_linear_weight_names()) {
+    if (!store.contains(name)) continue;
+    const Tensor w = store.get_f32(name).contiguous();
+    const float* p = w.data<float>();
+    const int64_t n = w.numel(), cols = w.dim() >= 2 ? w.size(-1) : n;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isfinite(p[i])) continue;
+      const std::string value = std::isnan(p[i]) ? "nan" : p[i] > 0 ? "inf" : "-inf";
+      return "weight '" + name + "' has a non-finite value (" + value + ") at row " + std::to_string(i / cols) +
+             ", column " + std::to_string(i % cols);
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 // Layers are prepared in one parallel region, each thread whole layers (their packing, quantization and
@@ -282,7 +304,17 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   std::unique_ptr<EncoderModel> model = it->second(cfg, store);
   model->info.model_type = type;
   model->eval();  // inference until AutoModel::train(); the loaders' layers are already in eval mode
-  model->prepare_inference_weights(dtype);
+  try {
+    model->prepare_inference_weights(dtype);
+  } catch (const Error& e) {
+    // int8 quantizes the float weights here and refuses NaN/Inf, knowing only a row of the matrix it packs; name
+    // the checkpoint tensor and element instead (fp32 and bf16 load such weights, and their forward reports the
+    // NaN/Inf it produces, naming the layer).
+    if (dtype != DType::i8 || quantized || dynamic_cast<const ResourceError*>(&e)) throw;
+    const std::string where = describe_first_non_finite_layer_weight(*model, store);
+    if (where.empty()) throw;
+    throw ModelFormatError("'" + model_dir + "': int8 quantization needs finite weights: " + where);
+  }
   if (quantized) apply_static_int8_ranges(*model, cfg, store, dtype);
   release_cached_memory();  // what preparation freed (the packed Q/K/V copies) goes back to the system
   if (quantized && std::getenv("ENCORE_VERBOSE") && std::string(std::getenv("ENCORE_VERBOSE")) == "1")

@@ -21,6 +21,7 @@ Tolerances:
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -314,7 +315,8 @@ def test_bad_inputs(model_dir, quantized_dir, tmp_path):
 def test_nonfinite_weights_in_two_layers_report_the_first(model_dir, tmp_path):
     """Layers are prepared in parallel (EncoderModel::prepare_inference_weights): with 2 threads (set here) one takes
     layers 0-2 and the other 3-5 of all-MiniLM-L6-v2. With NaN in the FFN weights of layers 1 (row 5) and 4 (row 2),
-    the int8 load must report layer 1's row, as a serial load does, every time, whichever thread fails first."""
+    the int8 load must report layer 1's, as a serial load does, every time, whichever thread fails first: by the
+    checkpoint tensor's name and the element (the quantizer itself sees only a row of the matrix it packs)."""
     from safetensors.numpy import load_file, save_file
 
     broken = tmp_path / "nan"
@@ -323,14 +325,31 @@ def test_nonfinite_weights_in_two_layers_report_the_first(model_dir, tmp_path):
     tensors["encoder.layer.1.intermediate.dense.weight"][5, 3] = np.nan
     tensors["encoder.layer.4.intermediate.dense.weight"][2, 1] = np.nan
     save_file(tensors, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    want = "weight 'encoder.layer.1.intermediate.dense.weight' has a non-finite value (nan) at row 5, column 3"
     threads = encore.get_num_threads()
     encore.set_num_threads(2)
     try:
         for _ in range(5):
-            with pytest.raises(encore.Error, match=r"weight row 5 has a non-finite value"):
+            with pytest.raises(encore.ModelFormatError, match=re.escape(want)):
                 encore.AutoModel.load(str(broken), dtype="int8")
     finally:
         encore.set_num_threads(threads)
     r = run("embed", "--model", broken, "--dtype", "int8", "hello", ok=False,
             env={**os.environ, "ENCORE_NUM_THREADS": "2"})
-    assert r.returncode == 3 and "weight row 5 has a non-finite value" in r.stderr, r.stderr
+    assert r.returncode == 3 and "int8 quantization needs finite weights: " + want in r.stderr, r.stderr
+
+
+def test_nonfinite_key_weight_is_named_as_the_checkpoint_stores_it(model_dir, tmp_path):
+    """Query, key and value are quantized as one stacked matrix, where the key's row 7 is row 384 + 7; the error
+    names the checkpoint's key tensor, its own row and column, and the value (here -inf)."""
+    from safetensors.numpy import load_file, save_file
+
+    broken = tmp_path / "inf"
+    shutil.copytree(model_dir, broken)
+    tensors = load_file(str(broken / "model.safetensors"))
+    tensors["encoder.layer.2.attention.self.key.weight"][7, 11] = -np.inf
+    save_file(tensors, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(encore.ModelFormatError, match=re.escape(
+            "weight 'encoder.layer.2.attention.self.key.weight' has a non-finite value (-inf) at row 7, column 11")):
+        encore.AutoModel.load(str(broken), dtype="int8")
+    encore.AutoModel.load(str(broken), dtype="fp32")  # fp32 loads it; its forward reports what the -inf produces
