@@ -61,6 +61,13 @@ PackedWeight reorder_weight(const dnnl::memory::desc& from, const void* weight, 
   return out;
 }
 
+dnnl::memory::desc padded_packing_layout(const dnnl::memory::desc& chosen, int64_t K, int64_t N) {
+  const dnnl::memory::data_type type = chosen.data_type();
+  if (chosen != dnnl::memory::desc({K, N}, type, dnnl::memory::format_tag::ab)) return chosen;
+  const int64_t row_pad = 64 / static_cast<int64_t>(dnnl::memory::data_type_size(type));  // one cache line
+  return dnnl::memory::desc({K, N}, type, dnnl::memory::dims{N + row_pad, 1});
+}
+
 namespace {
 
 struct LinearKey {
@@ -233,22 +240,13 @@ class OneDnnPackedLinear final : public PackedLinear {
 
   // Resolves the packed layout with a representative M; primitives for other M are created with the same weights
   // descriptor (oneDNN's brgemm matmul picks its blocking from K, N and the ISA, not from M).
-  // Where oneDNN asks for the plain (K, N) row-major layout (its gemm:jit matmul, AVX2 CPUs), rows are kRowPad
-  // floats longer than N: with N·4 bytes a multiple of 4 KiB (3072: BERT-base's FFN) or near one (1536: MiniLM's),
-  // the sgemm's reads down a column of the weight all fall in the same cache sets. Measured on an AVX2 Zen 3,
-  // 2 threads, weights in 2 MiB-aligned memory as allocate_weight_memory gives them (GFLOP/s, dense -> padded):
-  // N 3072 K 768: M 8 63 -> 103, M 40 78 -> 153, M 256 74 -> 148, M 1024 138 -> 138; N 1536 K 384: M 8 78 -> 108,
-  // M 256 115 -> 150; N 384 K 384 (no conflict) unchanged within 2 %. The padding is never read.
   void pack(const float* weight) const {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     auto pd = make_pd(128, Act::none, dnnl::memory::desc({K, N}, wdt_, tag::any));
-    packed_desc_ = pd.weights_desc();
-    if (packed_desc_ == dnnl::memory::desc({K, N}, wdt_, tag::ab))
-      packed_desc_ = dnnl::memory::desc({K, N}, wdt_, dnnl::memory::dims{N + kRowPad, 1});
+    packed_desc_ = padded_packing_layout(pd.weights_desc(), K, N);
     packed_ = reorder_weight(dnnl::memory::desc({K, N}, dt::f32, tag::ba), weight, packed_desc_);
   }
-  static constexpr int64_t kRowPad = 16;  // floats: one 64-byte cache line
 
   // The lazy f32 path (kernels.hpp): a non-null result (the plain weight's keeper) lets this call of M rows run
   // on the plain weight, the object's first call only; otherwise the packed copy exists when this returns.

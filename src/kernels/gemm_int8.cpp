@@ -518,7 +518,8 @@ class OneDnnInt8Linear final : public PackedLinear {
     }
     // Packed layout resolved once with a representative M (as OneDnnPackedLinear: brgemm's blocking depends
     // on K, N and the ISA, not on M).
-    packed_desc_ = make_pd(128, K, N, dnnl::memory::desc({K, N}, dt::s8, tag::any)).weights_desc();
+    const auto chosen = make_pd(128, K, N, dnnl::memory::desc({K, N}, dt::s8, tag::any)).weights_desc();
+    packed_desc_ = padded_packing_layout(chosen, K, N);
     packed_ = reorder_weight(dnnl::memory::desc({K, N}, dt::s8, tag::ba), qw.q.data(), packed_desc_);
   }
 
