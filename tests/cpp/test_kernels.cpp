@@ -317,6 +317,35 @@ TEST(Kernels, PackedLinearMatchesRefAcrossRowBlocks) {
     }
 }
 
+// The packing layout rule (onednn.hpp, padded_packing_layout): the plain row-major (K, N) that oneDNN's gemm:jit
+// matmul asks for gets rows one 64-byte cache line longer, in f32 and s8; any other layout is kept as chosen. A
+// Linear of 1024 outputs (rows of 4 KiB, the conflicting case) packed so still matches the scalar reference, at
+// the row counts where the padding measured faster (it never changes which elements are summed).
+TEST(Kernels, PackedRowMajorWeightsArePaddedByACacheLine) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  using dims = dnnl::memory::dims;
+  const int64_t K = 64, N = 1024;
+  EXPECT_EQ(padded_packing_layout(dnnl::memory::desc({K, N}, dt::f32, tag::ab), K, N),
+            dnnl::memory::desc({K, N}, dt::f32, dims{N + 16, 1}));
+  EXPECT_EQ(padded_packing_layout(dnnl::memory::desc({K, N}, dt::s8, tag::ab), K, N),
+            dnnl::memory::desc({K, N}, dt::s8, dims{N + 64, 1}));
+  for (const auto& kept : {dnnl::memory::desc({K, N}, dt::f32, tag::ba),
+                           dnnl::memory::desc({K, N}, dt::f32, dims{N + 5, 1}),
+                           dnnl::memory::desc({K, N}, dt::s8, tag::ba)})
+    EXPECT_EQ(padded_packing_layout(kept, K, N), kept);
+  auto w = randn(N * K, 41, 0.1f), b = randn(N, 42);
+  auto lin = PackedLinear::create(w.data(), b.data(), N, K, Precision::f32);
+  for (int64_t M : {1, 8, 40, 256}) {
+    auto x = randn(M * K, 43 + static_cast<uint32_t>(M));
+    std::vector<float> got(M * N), want(M * N);
+    lin->forward(got.data(), x.data(), M, Act::none);
+    linear_f32_ref(want.data(), x.data(), w.data(), b.data(), M, K, N, Act::none);
+    EXPECT_LE(nmse(got, want), 1e-7) << "M=" << M;  // LinearMatchesRef's tolerances
+    EXPECT_LE(max_scaled_err(got, want), 1e-4) << "M=" << M;
+  }
+}
+
 // The lazy f32 path (kernels.hpp, PackedLinear::create with a PlainWeight): the first call runs on the plain
 // weight, later ones on the packed copy. Both must equal the eagerly packed linear bit for bit (oneDNN copies a
 // plain weight into the same blocked layout per call) and the scalar reference within LinearMatchesRef's
