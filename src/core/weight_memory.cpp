@@ -54,7 +54,7 @@ class WeightArena {
     auto populate = [block](size_t first, size_t end) {
       madvise(block + first * kPageBytes, (end - first) * kPageBytes, MADV_POPULATE_WRITE);
     };
-    if (run && pages >= 2 * kPagesPerPopulateCall) run(pages, kPagesPerPopulateCall, populate);
+    if (run && pages >= 2 * kPopulateGrainPages) run(pages, kPopulateGrainPages, populate);
     else populate(0, pages);
     madvise(block, size, MADV_HUGEPAGE);
     return std::shared_ptr<void>(block, [this, chunk](void*) { release(chunk); });

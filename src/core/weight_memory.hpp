@@ -39,7 +39,7 @@ constexpr size_t kWeightChunkBytes = size_t{32} << 20;
 using PageRangeRunner =
     std::function<void(size_t pages, size_t grain, const std::function<void(size_t first, size_t end)>& fn)>;
 // The grain a runner is given (1 MiB): a block under two of it is populated in one call, without the runner.
-constexpr size_t kPagesPerPopulateCall = 256;
+constexpr size_t kPopulateGrainPages = 256;
 
 // A zero-filled block of at least `bytes` (4 KiB aligned; null for 0), released when the last copy of the pointer
 // goes. With `run`, the block is populated over its ranges on the caller's threads instead of on the calling one

@@ -165,10 +165,10 @@ TEST(WeightMemory, BlocksArePopulatedWithSmallPagesThenAdvisedHuge) {
 
 // With a runner (the kernels pass runtime::parallel_for), a block is populated over the runner's ranges alone: each
 // range the runner runs is resident, a range it skips is not (so allocate does not populate the block itself too),
-// the runner gets kPagesPerPopulateCall as its grain, and a block under two grains is populated in one call without
+// the runner gets kPopulateGrainPages as its grain, and a block under two grains is populated in one call without
 // the runner. The runner here runs its two halves on two threads at once.
 TEST(WeightMemory, ARunnerPopulatesEveryPageOnce) {
-  using encore::core::kPagesPerPopulateCall;
+  using encore::core::kPopulateGrainPages;
   void* probe = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(probe, MAP_FAILED);
   const bool can_populate = madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
@@ -201,7 +201,7 @@ TEST(WeightMemory, ARunnerPopulatesEveryPageOnce) {
     const uint64_t collapsed_before = vmstat("thp_collapse_alloc");
     std::shared_ptr<void> block = allocate_weight_memory(bytes, two_threads);
     ASSERT_NE(block, nullptr);
-    ASSERT_EQ(grains, std::vector<size_t>{kPagesPerPopulateCall});
+    ASSERT_EQ(grains, std::vector<size_t>{kPopulateGrainPages});
     std::sort(ranges.begin(), ranges.end());
     ASSERT_EQ(ranges.size(), 2u);
     EXPECT_EQ(ranges[0], std::make_pair(size_t{0}, pages / 2));
@@ -220,7 +220,7 @@ TEST(WeightMemory, ARunnerPopulatesEveryPageOnce) {
   }
   // Small blocks do not call the runner.
   grains.clear();
-  std::shared_ptr<void> small = allocate_weight_memory((2 * kPagesPerPopulateCall - 1) * 4096, two_threads);
+  std::shared_ptr<void> small = allocate_weight_memory((2 * kPopulateGrainPages - 1) * 4096, two_threads);
   EXPECT_TRUE(grains.empty());
-  EXPECT_TRUE(all_zero(small.get(), (2 * kPagesPerPopulateCall - 1) * 4096));
+  EXPECT_TRUE(all_zero(small.get(), (2 * kPopulateGrainPages - 1) * 4096));
 }
