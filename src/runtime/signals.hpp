@@ -24,8 +24,9 @@
 // Cost per guard: two rt_sigprocmask calls (0.45-0.51 µs a pair on a 2-vCPU VM) and, with two or more threads, a
 // parallel region (a worker's first one also calls rt_sigprocmask). Measured on a contended 2-vCPU AVX2 VM, where
 // every fp32 Linear is guarded: encode("hello world") +8-10 % (about 12 µs per guard, 24 per MiniLM forward), a
-// 32-text batch unchanged; on a quiet VM of the same kind no difference above the noise (1.6-1.8 µs per guard). Only where the kernels above can run (kernels/gemm.cpp decides: K above kMaxUnguardedK
-// and an implementation other than brgemm).
+// 32-text batch unchanged; on a quiet VM of the same kind no difference above the noise (1.6-1.8 µs per guard).
+// Only where the kernels above can run (kernels/gemm.cpp decides: K above kMaxUnguardedK and an implementation other
+// than brgemm).
 #pragma once
 #include <signal.h>
 
