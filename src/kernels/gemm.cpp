@@ -68,6 +68,13 @@ dnnl::memory::desc padded_packing_layout(const dnnl::memory::desc& chosen, int64
   return dnnl::memory::desc({K, N}, type, dnnl::memory::dims{N + row_pad, 1});
 }
 
+int64_t plain_row_stride(const dnnl::memory::desc& layout) {
+  const dnnl_memory_desc_t& d = layout.data;
+  const bool plain_rows = d.ndims == 2 && d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 0 &&
+                          d.format_desc.blocking.strides[1] == 1;
+  return plain_rows ? d.format_desc.blocking.strides[0] : 0;
+}
+
 namespace {
 
 struct LinearKey {
@@ -247,6 +254,13 @@ class OneDnnPackedLinear final : public PackedLinear {
     packed_desc_ = padded_packing_layout(pd.weights_desc(), K, N);
     packed_ = reorder_weight(dnnl::memory::desc({K, N}, dt::f32, tag::ba), weight, packed_desc_);
   }
+
+ public:
+  int64_t packed_row_stride() const override {
+    return packed_ready_.load(std::memory_order_acquire) ? plain_row_stride(packed_desc_) : 0;
+  }
+
+ private:
 
   // The lazy f32 path (kernels.hpp): a non-null result (the plain weight's keeper) lets this call of M rows run
   // on the plain weight, the object's first call only; otherwise the packed copy exists when this returns.

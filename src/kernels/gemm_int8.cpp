@@ -154,14 +154,15 @@ bool quantize_row_s8(int8_t* q, float* scale, const float* wr, int64_t K) {
   return true;
 }
 
-[[noreturn]] void throw_non_finite_row(int64_t n) {
-  throw Error("int8 quantization: weight row " + std::to_string(n) + " has a non-finite value");
-}
+[[noreturn]] void throw_non_finite_row(int64_t n) { throw NonFiniteWeightError(n); }
 
 // Rows per parallel block when quantize_linear_int8 quantizes a weight at load (a few µs of work each).
 constexpr int64_t kQuantizeRowGrain = 16;
 
 }  // namespace
+
+NonFiniteWeightError::NonFiniteWeightError(int64_t r)
+    : Error("int8 quantization: weight row " + std::to_string(r) + " has a non-finite value"), row(r) {}
 
 // The contract's plain form, row after row (quantize_linear_int8 runs the same rows in parallel blocks).
 void quantize_weights_s8(int8_t* q, float* scale, const float* w, int64_t N, int64_t K) {
@@ -540,6 +541,8 @@ class OneDnnInt8Linear final : public PackedLinear {
   // exactly as by forward() then next.forward() (the same kernels on the same values), so the result is identical.
   // Needs next to be an int8 Linear of K == N here too, and this one without f32 weight columns (their correction
   // comes after the epilogue, over whole rows).
+  int64_t packed_row_stride() const override { return plain_.empty() ? plain_row_stride(packed_desc_) : 0; }
+
   bool chains_with(const PackedLinear& next) const override {
     const auto* nx = dynamic_cast<const OneDnnInt8Linear*>(&next);
     return nx && nx->K == N && columns_.empty();

@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "encore/error.hpp"
+
 namespace encore::kernels {
 
 enum class Isa { scalar, avx2, avx512 };
@@ -221,6 +223,10 @@ class PackedLinear {
                                                     Precision precision, PlainWeight plain = {});
   virtual ~PackedLinear() = default;
   virtual void forward(float* out, const float* in, int64_t M, Act act) const = 0;
+  // The packed weight's row stride in elements where it is the plain row-major (K, N) oneDNN's gemm:jit matmul
+  // reads (padded: padded_packing_layout in onednn.hpp); 0 for a blocked layout, or before a lazy f32 weight is
+  // packed. For tests.
+  virtual int64_t packed_row_stride() const { return 0; }
   // out(M, next.N) = next(act(in·Wᵀ + b)) for a `next` Linear (next.K == N) without activation, as forward() then
   // next.forward() compute it, but without the (M, N) f32 intermediate in memory: for int8 Linears each row goes
   // from this one's epilogue straight into next's quantization. Only where chains_with(next) (else it throws).
@@ -250,11 +256,20 @@ class PackedLinear {
 
 // Weights, symmetric per output channel: scale[n] = h(max_k |w[n,k]| / 127) with h(s) = (127·s)/127 in f32
 // (h makes the scale a fixed point, so quantizing dequantize(q, scale) returns q and scale bit for bit); an
-// all-zero row has scale 1. q[n,k] = round_half_even(w[n,k] / scale[n]) in [-127, 127]. Throws on non-finite
-// weights.
+// all-zero row has scale 1. q[n,k] = round_half_even(w[n,k] / scale[n]) in [-127, 127]. Throws
+// NonFiniteWeightError on non-finite weights.
 void quantize_weights_s8(int8_t* q, float* scale, const float* w, int64_t N, int64_t K);
 // w[n,k] = q[n,k]·scale[n]
 void dequantize_weights_s8(float* w, const int8_t* q, const float* scale, int64_t N, int64_t K);
+
+// What int8 quantization throws for a weight holding NaN or Inf: the first such row of the (N, K) matrix it was
+// given ("int8 quantization: weight row 5 has a non-finite value"). A plain Error to callers; load_model catches
+// this class to name the checkpoint tensor instead (the matrix may be several stacked: Q, K and V).
+class NonFiniteWeightError : public Error {
+ public:
+  explicit NonFiniteWeightError(int64_t row);
+  int64_t row;
+};
 
 // The int8 form of a Linear weight (N, K). Input columns whose max |w| exceeds kInt8OutlierColumnRatio x the
 // median column max stay f32 (at most kInt8MaxOutlierColumns, the largest): the FFN output projections of

@@ -20,14 +20,17 @@ struct PackedWeight {
 PackedWeight reorder_weight(const dnnl::memory::desc& from, const void* weight, const dnnl::memory::desc& packed);
 
 // The layout to pack a (K, N) weight into, given the one oneDNN chose for it (format "any"): that one, except the
-// plain row-major (K, N) its gemm:jit matmul asks for (AVX2 CPUs, f32 and int8), whose rows are then one 64-byte
-// cache line longer than N elements (the padding is never read). With a row of N elements a multiple of 4 KiB
-// (BERT-base's FFN: 3072 floats) or near one (MiniLM's, 1536), the GEMM's reads down a column of the weight all
-// fall in the same cache sets. Measured with raw oneDNN on an AVX2 Zen 3, 2 threads, 2 MiB-aligned weights as
-// core::allocate_weight_memory gives them (dense -> padded; M rows): f32 N 3072 K 768 M 40 78 -> 153 GFLOP/s, M 256
+// plain row-major (K, N) its gemm:jit matmul asks for (f32 and int8 wherever oneDNN does not use brgemm: AVX2
+// CPUs, typically), whose rows are then one 64-byte cache line longer than N elements (the padding is never read).
+// With a row of N elements a multiple of 4 KiB (BERT-base's FFN: 3072 floats) or near one (MiniLM's, 1536), the
+// GEMM's reads down a column of the weight all fall in the same cache sets. Measured with raw oneDNN on an AVX2
+// Zen 3, 2 threads, weights in 2 MiB-aligned memory (core::allocate_weight_memory's blocks are 4 KiB-aligned
+// pieces of 2 MiB-aligned chunks: the same within a page) (dense -> padded; M rows): f32 N 3072 K 768 M 40 78 -> 153 GFLOP/s, M 256
 // 74 -> 148, M 1024 138 -> 138; f32 N 1536 K 384 M 256 115 -> 150; int8 N 1536 K 384 M 8 176 -> 234 GOP/s, M 1
 // 36 -> 61; N 384 K 384 (no conflict) within the noise either way. The results are bitwise the same.
 dnnl::memory::desc padded_packing_layout(const dnnl::memory::desc& chosen, int64_t K, int64_t N);
+// The row stride (elements) of a plain row-major 2-D layout, dense or padded; 0 for any other (blocked) layout.
+int64_t plain_row_stride(const dnnl::memory::desc& layout);
 
 // The int8 half of warm_up_gemm_kernels (kernels.hpp), in gemm_int8.cpp: whether the int8 Linear's matmul is
 // oneDNN's gemm:jit on this CPU, and one small u8 x s8 GEMM on the calling thread to make its kernels.

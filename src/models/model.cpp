@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -237,7 +238,6 @@ void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info, c
        "without logits");
 }
 
-
 // The first non-finite value of the encoder layers' Linear weights as the checkpoint stores them, in
 // layer_linear_weight_names() order (layers ascending, as prepare_inference_weights reports the lowest failing
 // layer), described as "weight '<name>' has a non-finite value (nan) at row r, column c"; empty if none has one.
@@ -306,13 +306,18 @@ std::unique_ptr<EncoderModel> load_model(const std::string& model_dir, DType dty
   model->eval();  // inference until AutoModel::train(); the loaders' layers are already in eval mode
   try {
     model->prepare_inference_weights(dtype);
-  } catch (const Error& e) {
+  } catch (const kernels::NonFiniteWeightError&) {
     // int8 quantizes the float weights here and refuses NaN/Inf, knowing only a row of the matrix it packs; name
     // the checkpoint tensor and element instead (fp32 and bf16 load such weights, and their forward reports the
-    // NaN/Inf it produces, naming the layer).
-    if (dtype != DType::i8 || quantized || dynamic_cast<const ResourceError*>(&e)) throw;
-    const std::string where = describe_first_non_finite_layer_weight(*model, store);
-    if (where.empty()) throw;
+    // NaN/Inf it produces, naming the layer). Should the scan itself fail, or find nothing (a weight outside the
+    // layers), the quantizer's error stands.
+    const std::exception_ptr quantizer_error = std::current_exception();
+    std::string where;
+    try {
+      where = describe_first_non_finite_layer_weight(*model, store);
+    } catch (...) {
+    }
+    if (where.empty()) std::rethrow_exception(quantizer_error);
     throw ModelFormatError("'" + model_dir + "': int8 quantization needs finite weights: " + where);
   }
   if (quantized) apply_static_int8_ranges(*model, cfg, store, dtype);

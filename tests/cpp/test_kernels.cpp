@@ -318,9 +318,11 @@ TEST(Kernels, PackedLinearMatchesRefAcrossRowBlocks) {
 }
 
 // The packing layout rule (onednn.hpp, padded_packing_layout): the plain row-major (K, N) that oneDNN's gemm:jit
-// matmul asks for gets rows one 64-byte cache line longer, in f32 and s8; any other layout is kept as chosen. A
-// Linear of 1024 outputs (rows of 4 KiB, the conflicting case) packed so still matches the scalar reference, at
-// the row counts where the padding measured faster (it never changes which elements are summed).
+// matmul asks for gets rows one 64-byte cache line longer, in f32 and s8; any other layout is kept as chosen. The
+// f32 and int8 Linears pack with it: where their matmul is gemm:jit (AVX2) the packed rows are N + 16 floats and
+// N + 64 bytes, and where it is brgemm (AVX-512) the layout is blocked. A Linear of 1024 outputs (rows of 4 KiB,
+// the conflicting case) packed so still matches the scalar reference at the row counts where the padding measured
+// faster (it never changes which elements are summed).
 TEST(Kernels, PackedRowMajorWeightsArePaddedByACacheLine) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
@@ -334,8 +336,17 @@ TEST(Kernels, PackedRowMajorWeightsArePaddedByACacheLine) {
                            dnnl::memory::desc({K, N}, dt::f32, dims{N + 5, 1}),
                            dnnl::memory::desc({K, N}, dt::s8, tag::ba)})
     EXPECT_EQ(padded_packing_layout(kept, K, N), kept);
+  EXPECT_EQ(plain_row_stride(dnnl::memory::desc({K, N}, dt::f32, dims{N + 16, 1})), N + 16);
+  EXPECT_EQ(plain_row_stride(dnnl::memory::desc({K, N}, dt::f32, tag::ba)), 0);
+
+  if (kernels().gemm_f32 != &gemm_f32_onednn) GTEST_SKIP() << "GEMMs are not oneDNN's here (ENCORE_KERNELS=ref)";
   auto w = randn(N * K, 41, 0.1f), b = randn(N, 42);
   auto lin = PackedLinear::create(w.data(), b.data(), N, K, Precision::f32);
+  EXPECT_EQ(lin->packed_row_stride(), lazy_f32_packing_is_exact() ? 0 : N + 16);  // brgemm : gemm:jit
+  auto int8 = PackedLinear::create(w.data(), b.data(), N, K, Precision::int8);
+  if (int8_gemm_kernels_are_process_wide()) {  // gemm:jit
+    EXPECT_EQ(int8->packed_row_stride(), N + 64);
+  }
   for (int64_t M : {1, 8, 40, 256}) {
     auto x = randn(M * K, 43 + static_cast<uint32_t>(M));
     std::vector<float> got(M * N), want(M * N);
