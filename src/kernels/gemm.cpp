@@ -261,7 +261,6 @@ class OneDnnPackedLinear final : public PackedLinear {
   }
 
  private:
-
   // The lazy f32 path (kernels.hpp): a non-null result (the plain weight's keeper) lets this call of M rows run
   // on the plain weight, the object's first call only; otherwise the packed copy exists when this returns.
   std::shared_ptr<const void> claim_plain_call(int64_t M) const {

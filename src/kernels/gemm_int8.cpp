@@ -535,14 +535,14 @@ class OneDnnInt8Linear final : public PackedLinear {
     });
   }
 
+  int64_t packed_row_stride() const override { return plain_.empty() ? plain_row_stride(packed_desc_) : 0; }
+
   // out = next(act(in·Wᵀ + b)) in the same region: each thread's rows go through this Linear's GEMM, its epilogue
   // (kChainBlock rows at a time into a small f32 buffer) and straight on into next's quantization, then next's GEMM
   // and epilogue. The (M, N) f32 intermediate is never written and next never re-reads it; every row is computed
   // exactly as by forward() then next.forward() (the same kernels on the same values), so the result is identical.
   // Needs next to be an int8 Linear of K == N here too, and this one without f32 weight columns (their correction
   // comes after the epilogue, over whole rows).
-  int64_t packed_row_stride() const override { return plain_.empty() ? plain_row_stride(packed_desc_) : 0; }
-
   bool chains_with(const PackedLinear& next) const override {
     const auto* nx = dynamic_cast<const OneDnnInt8Linear*>(&next);
     return nx && nx->K == N && columns_.empty();

@@ -25,7 +25,7 @@ PackedWeight reorder_weight(const dnnl::memory::desc& from, const void* weight, 
 // With a row of N elements a multiple of 4 KiB (BERT-base's FFN: 3072 floats) or near one (MiniLM's, 1536), the
 // GEMM's reads down a column of the weight all fall in the same cache sets. Measured with raw oneDNN on an AVX2
 // Zen 3, 2 threads, weights in 2 MiB-aligned memory (core::allocate_weight_memory's blocks are 4 KiB-aligned
-// pieces of 2 MiB-aligned chunks: the same within a page) (dense -> padded; M rows): f32 N 3072 K 768 M 40 78 -> 153 GFLOP/s, M 256
+// pieces of 2 MiB-aligned chunks), dense -> padded, M rows: f32 N 3072 K 768 M 40 78 -> 153 GFLOP/s, M 256
 // 74 -> 148, M 1024 138 -> 138; f32 N 1536 K 384 M 256 115 -> 150; int8 N 1536 K 384 M 8 176 -> 234 GOP/s, M 1
 // 36 -> 61; N 384 K 384 (no conflict) within the noise either way. The results are bitwise the same.
 dnnl::memory::desc padded_packing_layout(const dnnl::memory::desc& chosen, int64_t K, int64_t N);
