@@ -374,12 +374,13 @@ class MultiheadAttention : public Module {
   std::shared_ptr<const kernels::PackedLinear> packed_in_proj;  // set by prepare_inference (packed Q, K, V)
 
   // For loaders whose checkpoint keeps query, key and value apart (views of its file mapping, each (E, E)):
-  // in_proj_weight must equal their rows stacked. prepare_inference then frees in_proj_weight, the prepared copy
-  // being all the forward needs, and it is rebuilt from these rows, exactly, when anything else needs it
-  // (listing parameters, training, dropping the prepared copy). A later preparation frees it again only if it
-  // still equals the rows; one that training or load_state_dict changed stays, and the rows are forgotten.
-  // Resident memory after load holds one copy of the projection instead of two.
-  void set_in_proj_rows(std::vector<Tensor> query_key_value);
+  // in_proj_weight becomes these rows stacked, without being built. prepare_inference stacks them in a transient
+  // copy it prepares from (or, on the lazy fp32 path, keeps until packed; kernels.hpp), and in_proj_weight is
+  // built from the rows, exactly, only when anything else needs it (listing parameters, training, dropping the
+  // prepared copy). A later preparation frees it again only if it still equals the rows; one that training or
+  // load_state_dict changed stays, and the rows are forgotten. Resident memory after load holds one copy of the
+  // projection instead of two, and a load for inference never makes the stacked copy of every layer at once.
+  void use_in_proj_rows(std::vector<Tensor> query_key_value);
 
  protected:
   void prepare_own(DType dtype) override;
@@ -387,8 +388,8 @@ class MultiheadAttention : public Module {
   void expose_parameters() override { rebuild_in_proj(); }  // whoever lists the parameters may read or change them
 
  private:
-  std::vector<Tensor> in_proj_rows_;  // set_in_proj_rows; cleared once in_proj_weight is rebuilt
-  bool in_proj_freed_ = false;        // in_proj_weight freed after preparation; in_proj_rows_ hold it
+  std::vector<Tensor> in_proj_rows_;  // use_in_proj_rows; cleared once in_proj_weight is rebuilt
+  bool in_proj_freed_ = false;        // in_proj_weight not held (not built yet, or freed); in_proj_rows_ hold it
   void rebuild_in_proj();             // in_proj_weight from in_proj_rows_ (no-op unless freed)
   bool in_proj_equals_rows() const;   // in_proj_weight bit for bit the stacked in_proj_rows_
   Tensor in_proj_rows(int64_t i0, int64_t i1) const;  // rows [i0·E, i1·E) of in_proj_weight, freed or not

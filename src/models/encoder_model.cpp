@@ -87,8 +87,7 @@ void StackedEncoder::load_layers(Weights& w, const EncoderDims& d, int64_t count
   for (int64_t i = 0; i < count; ++i) {
     layer_prefixes.push_back(prefix(i));
     layers.push_back(load_post_ln_layer(w, layer_prefixes.back(), layer_names, d.hidden, d.heads, d.intermediate,
-                                        d.activation, d.eps));
-    info.num_parameters += layers.back().num_parameters();
+                                        d.activation, d.eps, info.num_parameters));
   }
 }
 

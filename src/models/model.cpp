@@ -104,7 +104,7 @@ void Weights::finish() const {
   throw ModelFormatError(msg);
 }
 
-Tensor cat_rows(const std::vector<Tensor>& parts, bool release_parts) {
+Tensor cat_rows(const std::vector<Tensor>& parts) {
   ENCORE_CHECK(!parts.empty(), "cat_rows: nothing to concatenate");
   Shape s = parts[0].shape();
   int64_t rows = 0;
@@ -118,7 +118,7 @@ Tensor cat_rows(const std::vector<Tensor>& parts, bool release_parts) {
   int64_t r = 0;
   for (auto& p : parts) {
     out.slice(0, r, r + p.size(0)).copy_from(p);
-    if (release_parts) p.release_resident_pages();
+    p.release_resident_pages();
     r += p.size(0);
   }
   return out;
@@ -154,11 +154,12 @@ LayerNames bert_layer_names() {
 
 nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const std::string& prefix, const LayerNames& names,
                                                int64_t H, int64_t heads, int64_t I, const std::string& activation,
-                                               double eps) {
+                                               double eps, int64_t& num_parameters) {
   nn::NoInitGuard no_init;
   nn::TransformerEncoderLayer layer(H, heads, I, 0.0, activation, eps, /*batch_first=*/true, /*norm_first=*/false);
   // Every parameter from the checkpoint tensors LayerNames names for it; the packed Q/K/V stacks three.
   for (auto& [local, param] : layer.named_parameters()) {
+    num_parameters += param->numel();
     const std::vector<std::string> hf = names.hf_names(local);
     Shape part = param->shape();
     part[0] /= static_cast<int64_t>(hf.size());
@@ -168,12 +169,16 @@ nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const std::string& pr
       *param = parts[0];
       continue;
     }
-    // Q/K/V rows of a mapped checkpoint stay resident until MultiheadAttention::prepare_own has compared them
-    // with the stacked copy and releases them: released here, that comparison faulted them all in again.
-    const bool rows = local == "self_attn.in_proj_weight" &&
-                      std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return t.is_file_mapping(); });
-    *param = cat_rows(parts, /*release_parts=*/!rows);
-    if (rows) layer.self_attn.set_in_proj_rows(std::move(parts));  // freed after preparation, rebuilt from these on demand
+    // Q/K/V rows of a mapped checkpoint are not stacked here: the preparation stacks them into a transient copy,
+    // layers in parallel (MultiheadAttention::use_in_proj_rows). Stacked at load, every layer's copy was faulted
+    // in on this thread before any preparation began: all-MiniLM-L6-v2, ~10% of the CPU time of
+    // SentenceEncoder::load on an AVX2 VM (perf), ahead of the parallel part.
+    if (local == "self_attn.in_proj_weight" &&
+        std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return t.is_file_mapping(); })) {
+      layer.self_attn.use_in_proj_rows(std::move(parts));  // param is not read again: the loop moves on
+      continue;
+    }
+    *param = cat_rows(parts);
   }
   layer.eval();
   return layer;

@@ -62,9 +62,8 @@ class Weights {
 };
 
 // Rows stacked: cat([a; b; c], dim 0) for packing Q, K, V projections into one GEMM. The result is a copy, so
-// the parts' pages in a checkpoint's file mapping are released (Tensor::release_resident_pages) once copied,
-// unless release_parts is false (the caller releases them after a last read).
-Tensor cat_rows(const std::vector<Tensor>& parts, bool release_parts = true);
+// the parts' pages in a checkpoint's file mapping are released (Tensor::release_resident_pages) once copied.
+Tensor cat_rows(const std::vector<Tensor>& parts);
 
 // hidden_act of config.json -> encore activation name (gelu = erf; gelu_new and gelu_pytorch_tanh = tanh).
 std::string activation_from_hf(const std::string& hidden_act, const std::string& source);
@@ -83,10 +82,12 @@ struct LayerNames {
 // intermediate.dense, output.{dense,LayerNorm}.
 LayerNames bert_layer_names();
 
-// One Post-LN layer with every parameter taken from prefix + names.hf_names(...) (shapes from the config).
+// One Post-LN layer with every parameter taken from prefix + names.hf_names(...) (shapes from the config);
+// adds its parameter count to num_parameters (counted here: listing the layer's parameters later would stack
+// the Q/K/V rows it keeps apart, MultiheadAttention::use_in_proj_rows).
 nn::TransformerEncoderLayer load_post_ln_layer(Weights& w, const std::string& prefix, const LayerNames& names,
                                                int64_t hidden, int64_t heads, int64_t intermediate,
-                                               const std::string& activation, double eps);
+                                               const std::string& activation, double eps, int64_t& num_parameters);
 
 // (B, T) int64 1/0 attention mask -> additive float (B, T) key padding mask (0 or -inf); undefined if none.
 Tensor key_padding_from_attention_mask(const Tensor& attention_mask, int64_t B, int64_t T);

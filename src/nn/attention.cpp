@@ -45,11 +45,14 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, d
   reset_parameters(detail::next_seed());
 }
 
-void MultiheadAttention::set_in_proj_rows(std::vector<Tensor> query_key_value) {
+void MultiheadAttention::use_in_proj_rows(std::vector<Tensor> query_key_value) {
   ENCORE_CHECK(in_proj_weight.defined() && query_key_value.size() == 3,
                "MultiheadAttention: in-projection rows are query, key and value of a packed in_proj_weight");
   for (const Tensor& t : query_key_value) check_shape(t, "in-projection rows", {embed_dim, embed_dim});
+  packed_in_proj.reset();  // a prepared copy of the weight being replaced would be stale
   in_proj_rows_ = std::move(query_key_value);
+  in_proj_weight = Tensor();
+  in_proj_freed_ = true;
 }
 
 Tensor MultiheadAttention::in_proj_rows(int64_t i0, int64_t i1) const {
@@ -145,12 +148,18 @@ Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_at
 }
 
 void MultiheadAttention::prepare_own(DType dtype) {
+  // Not held: stacked from the rows into a transient copy (a block of the caching allocator, which the next
+  // layer's preparation on this thread takes again) that the packing reads and frees, or the lazy fp32 path keeps.
   const Tensor weight = in_proj_freed_ ? in_proj_rows(0, 3) : in_proj_weight.contiguous();
   if (weight.defined())
     packed_in_proj = kernels::PackedLinear::create(
         weight.data<float>(), in_proj_bias.defined() ? in_proj_bias.contiguous().data<float>() : nullptr,
         3 * embed_dim, embed_dim, detail::precision_of(dtype), detail::plain_weight(weight));
-  if (in_proj_rows_.empty() || in_proj_freed_) return;
+  if (in_proj_freed_) {
+    for (const Tensor& t : in_proj_rows_) t.release_resident_pages();  // read once just now
+    return;
+  }
+  if (in_proj_rows_.empty()) return;
   // Free the weight (forward() reads the prepared copy) only while it still equals the rows it can be rebuilt
   // from; a weight that training or load_state_dict changed stays, and the rows are forgotten.
   if (in_proj_equals_rows()) {

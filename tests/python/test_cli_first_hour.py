@@ -155,8 +155,12 @@ def test_tokenize_defaults_and_stdin(tmp_path):
 # ---- info and quantize ---------------------------------------------------------------------------------------------
 def test_info_counts_parameters_names_dtype_and_task(tmp_path):
     info = run("info").stdout
-    total = sum(p.numel() for p in T.AutoModel.from_pretrained(MINILM).parameters())
+    reference = T.AutoModel.from_pretrained(MINILM)
+    total = sum(p.numel() for p in reference.parameters())
     assert f"{total:,} in all" in info, info  # was: only the encoder layers' count
+    # counted while loading (the layers' Q/K/V weight is not built then: MultiheadAttention::use_in_proj_rows)
+    layers = sum(p.numel() for p in reference.encoder.parameters())
+    assert f"({layers:,} in the encoder layers)" in info, info
     assert "task             sentence embedding" in info
     clf = tmp_path / "clf"
     torch.manual_seed(0)

@@ -5,8 +5,8 @@ are then prepared for the GEMM library (reordered, converted or quantized), afte
 prepared copy; the mapped originals' pages are given back to the OS (they are read from the file again if
 training or export touches them). fp32 prepares lazily: its first forward reads the Linear weights in place, the
 second packs them and gives the pages back (kernels.hpp, PackedLinear). The packed Q/K/V weight (torch's in_proj layout, (3H, H) per layer) is
-stacked from the file's three at load, prepared, then freed, and rebuilt from the file when listed, exported or
-trained; encore's own tensors after load are the packed Q/K/V biases alone.
+not built at load: its preparation stacks the file's three into a transient copy and frees it, and it is rebuilt
+from the file when listed, exported or trained; encore's own tensors after load are the packed Q/K/V biases alone.
 
 Each case runs in a fresh interpreter (only numpy and encore imported) and reads the kernel's own accounting:
 /proc/self/smaps for the checkpoint file's mapping and encore.memory_stats() for encore's tensors.
