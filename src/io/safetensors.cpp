@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -355,6 +357,71 @@ const uint8_t* WeightStore::raw_data(const std::string& name) const {
 std::vector<std::string> WeightStore::names() const {
   std::vector<std::string> out;
   for (auto& [n, _] : index_) out.push_back(n);
+  return out;
+}
+
+std::string describe_first_non_finite(const WeightStore& store, const std::string& name) {
+  const Tensor w = store.get_f32(name).contiguous();
+  const float* p = w.data<float>();
+  const int64_t n = w.numel(), cols = w.dim() >= 2 ? w.size(-1) : n;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(p[i])) continue;
+    const std::string value = std::isnan(p[i]) ? "nan" : p[i] > 0 ? "inf" : "-inf";
+    const std::string at = w.dim() >= 2 ? "row " + std::to_string(i / cols) + ", column " + std::to_string(i % cols)
+                                        : "index " + std::to_string(i);
+    return "'" + name + "' has a non-finite value (" + value + ") at " + at;
+  }
+  return {};
+}
+
+namespace {
+
+// a < b with runs of digits compared as numbers ("encoder.layer.2" before "encoder.layer.10")
+bool natural_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t i_end = i, j_end = j;
+      while (i_end < a.size() && std::isdigit(static_cast<unsigned char>(a[i_end]))) ++i_end;
+      while (j_end < b.size() && std::isdigit(static_cast<unsigned char>(b[j_end]))) ++j_end;
+      const std::string_view x = std::string_view(a).substr(i, i_end - i), y = std::string_view(b).substr(j, j_end - j);
+      const size_t x_zeros = x.find_first_not_of('0'), y_zeros = y.find_first_not_of('0');
+      const std::string_view xs = x_zeros == std::string_view::npos ? "" : x.substr(x_zeros);
+      const std::string_view ys = y_zeros == std::string_view::npos ? "" : y.substr(y_zeros);
+      if (xs.size() != ys.size()) return xs.size() < ys.size();
+      if (xs != ys) return xs < ys;
+      i = i_end;
+      j = j_end;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+}  // namespace
+
+NonFiniteTensors find_non_finite_tensors(const WeightStore& store, uint64_t max_bytes) {
+  std::vector<std::string> names = store.names();
+  std::sort(names.begin(), names.end(), natural_less);
+  NonFiniteTensors out;
+  uint64_t read = 0;
+  for (const std::string& name : names) {
+    const TensorInfo& t = store.info(name);
+    if (t.dtype != StDType::F32 && t.dtype != StDType::F16 && t.dtype != StDType::BF16 && t.dtype != StDType::F64)
+      continue;
+    read += t.end - t.begin;
+    if (read > max_bytes) {
+      out.scanned_all = false;
+      break;
+    }
+    std::string where = describe_first_non_finite(store, name);
+    if (where.empty()) continue;
+    if (out.first.empty()) out.first = std::move(where);
+    ++out.count;
+  }
   return out;
 }
 

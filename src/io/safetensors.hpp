@@ -84,4 +84,17 @@ class WeightStore {
   std::map<std::string, size_t> index_;  // tensor name -> file
 };
 
+// NaN/Inf in a checkpoint, named for an error message (only run after something failed: each reads whole tensors).
+// The first non-finite value of float tensor `name`: "'<name>' has a non-finite value (nan) at row r, column c"
+// (rows: the last dimension's; "at index i" for 1-D), empty if it has none.
+std::string describe_first_non_finite(const WeightStore& store, const std::string& name);
+// Every float tensor of the store, in natural name order (layer 2 before layer 10), until `max_bytes` of them are
+// read: the first with a non-finite value, described as above, and how many tensors in all hold one.
+struct NonFiniteTensors {
+  std::string first;  // empty: none found
+  int64_t count = 0;
+  bool scanned_all = true;  // false: stopped at max_bytes
+};
+NonFiniteTensors find_non_finite_tensors(const WeightStore& store, uint64_t max_bytes);
+
 }  // namespace encore::io

@@ -251,15 +251,8 @@ void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info, c
 std::string describe_first_non_finite_layer_weight(EncoderModel& model, const io::WeightStore& store) {
   for (const std::string& name : model.layer_linear_weight_names()) {
     if (!store.contains(name)) continue;
-    const Tensor w = store.get_f32(name).contiguous();
-    const float* p = w.data<float>();
-    const int64_t n = w.numel(), cols = w.dim() >= 2 ? w.size(-1) : n;
-    for (int64_t i = 0; i < n; ++i) {
-      if (std::isfinite(p[i])) continue;
-      const std::string value = std::isnan(p[i]) ? "nan" : p[i] > 0 ? "inf" : "-inf";
-      return "weight '" + name + "' has a non-finite value (" + value + ") at row " + std::to_string(i / cols) +
-             ", column " + std::to_string(i % cols);
-    }
+    const std::string where = io::describe_first_non_finite(store, name);
+    if (!where.empty()) return "weight " + where;
   }
   return {};
 }

@@ -122,6 +122,7 @@ void read_prompts(const fs::path& file, std::map<std::string, std::string>& prom
 
 struct SentenceEncoder::Impl {
   std::string dir;
+  std::string transformer_dir;  // the Transformer module's folder (dir itself, or a folder modules.json names)
   std::shared_ptr<AutoModel> model;
   std::shared_ptr<Tokenizer> tokenizer;        // truncates to max_seq_length, no padding
   std::shared_ptr<Tokenizer> tokenizer_whole;  // no truncation: to report over-long texts when truncate=false
@@ -137,6 +138,23 @@ struct SentenceEncoder::Impl {
   std::map<std::string, std::string> prompts;  // config_sentence_transformers.json
   std::string default_prompt_name;
   int64_t truncate_dim = 0;  // 0: none
+
+  static constexpr uint64_t kNonFiniteScanBytes = uint64_t{4} << 30;  // "4 GiB" in report_nonfinite's message
+  // NaN/Inf stored in the Transformer's checkpoint (io::find_non_finite_tensors), scanned on the first report of a
+  // non-finite output only, then kept: a server whose model fails every request reads the weights once.
+  const io::NonFiniteTensors& stored_non_finite() const {
+    std::call_once(non_finite_scan_once_, [this] {
+      try {
+        non_finite_scan_ = io::find_non_finite_tensors(io::WeightStore::open_dir(transformer_dir), kNonFiniteScanBytes);
+      } catch (const std::exception&) {  // unreadable now: the report gives the advice without a tensor
+      }
+    });
+    return non_finite_scan_;
+  }
+
+ private:
+  mutable std::once_flag non_finite_scan_once_;
+  mutable io::NonFiniteTensors non_finite_scan_;
 };
 
 SentenceEncoder::SentenceEncoder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -173,6 +191,7 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       std::future<Tokenizer> tokenizer =
           std::async(std::launch::async, [d = dir.string()] { return Tokenizer::load(d); });
       impl->model = std::make_shared<AutoModel>(AutoModel::load(dir.string(), dtype));
+      impl->transformer_dir = dir.string();
       // One parse of tokenizer.json: copies share the pipeline and own their truncation/padding settings.
       impl->tokenizer = std::make_shared<Tokenizer>(tokenizer.get());
       impl->tokenizer_whole = std::make_shared<Tokenizer>(*impl->tokenizer);
@@ -418,10 +437,20 @@ TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const 
 void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const Tensor& mask, const Tensor& types,
                                        bool normalize, int64_t batch) {
   const std::string texts = std::to_string(batch) + " sequence(s)";
+  // The checkpoint's own NaN/Inf, if it holds any, is the likely cause: named with its element (read once per
+  // model, the first 4 GiB of its float tensors; a failing scan only leaves the advice).
+  const io::NonFiniteTensors& stored = m.stored_non_finite();
+  std::string cause;
+  if (!stored.first.empty())
+    cause = "the checkpoint's tensor " + stored.first +
+            (stored.count > 1 ? " (" + std::to_string(stored.count - 1) + " more tensor(s) hold NaN or Inf)" : "") +
+            "; fix the weights, or pass";
+  else
+    cause = std::string(stored.scanned_all ? "" : "the checkpoint's first 4 GiB of float tensors hold none; ") +
+            "check the weights and config (e.g. layer_norm_eps > 0), or pass";
   auto nonfinite_in = [&](const std::string& module) {
     return NonFiniteError("the forward produced NaN or Inf in " + module + " (model '" + m.dir + "', batch of " +
-                          texts + "); check the weights and config (e.g. layer_norm_eps > 0), or pass "
-                          "--allow-nonfinite / allow_nonfinite=True to get the values anyway");
+                          texts + "); " + cause + " --allow-nonfinite / allow_nonfinite=True to get the values anyway");
   };
   ForwardOptions fo;
   fo.compute_logits = false;

@@ -33,16 +33,21 @@ TIMEOUT = 60  # seconds; a hang fails the case
 # The valid starting points
 # --------------------------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def good_model(tmp_path_factory):
-    """A sentence-transformers directory: tiny BERT + MiniLM tokenizer + Pooling + Normalize."""
-    d = tmp_path_factory.mktemp("good_model")
+def save_tiny_bert(d, layers):
+    """A random BERT (hidden 16, 2 heads, intermediate 24) with MiniLM's tokenizer, saved in d."""
     torch.manual_seed(0)
-    cfg = T.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    cfg = T.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
                        intermediate_size=24, max_position_embeddings=64)
     T.BertModel(cfg).eval().save_pretrained(d, safe_serialization=True)
     for f in TOKENIZER_FILES:
         shutil.copy(MINILM / f, d / f)
+
+
+@pytest.fixture(scope="module")
+def good_model(tmp_path_factory):
+    """A sentence-transformers directory: tiny BERT + MiniLM tokenizer + Pooling + Normalize."""
+    d = tmp_path_factory.mktemp("good_model")
+    save_tiny_bert(d, layers=1)
     (d / "1_Pooling").mkdir()
     (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16,
                                                               "pooling_mode_mean_tokens": True}))
@@ -264,8 +269,10 @@ MODEL_CASES = [
     ("st-big-config-no-weights", lambda d: (set_json("config.json", ["num_hidden_layers"], 500)(d),
                                             set_json("config.json", ["intermediate_size"], 30000)(d),
                                             st(raw=struct.pack("<Q", 2) + b"{}")(d)), 3, ["no tensors"]),
-    ("st-nan-weights", fill_tensor(EMB, np.nan), 3, ["NaN or Inf", "embeddings", "--allow-nonfinite"]),
-    ("st-inf-weights", fill_tensor("encoder.layer.0.output.dense.weight", np.inf), 3, ["NaN or Inf", "layer 0"]),
+    ("st-nan-weights", fill_tensor(EMB, np.nan), 3,
+     ["NaN or Inf", "embeddings", "--allow-nonfinite", f"tensor '{EMB}' has a non-finite value (nan) at row 0, column 0"]),
+    ("st-inf-weights", fill_tensor("encoder.layer.0.output.dense.weight", np.inf), 3,
+     ["NaN or Inf", "layer 0", "'encoder.layer.0.output.dense.weight' has a non-finite value (inf) at row 0, column 0"]),
     ("st-index-not-json", lambda d: (remove("model.safetensors")(d),
                                      write("model.safetensors.index.json", "{")(d)), 3,
      ["model.safetensors.index.json"]),
@@ -382,6 +389,56 @@ def test_bad_model_directory(case, good_model, tmp_path):
     mutate(d)
     code, err, out = run_cli("embed", "hello", "--model", d)
     check(code, err, want, needles, name)
+
+
+def set_elements(values):
+    """Set single float32 elements: {tensor name: [(flat index, value), ...]}."""
+    def data_fn(header, data):
+        arr = bytearray(data)
+        for name, items in values.items():
+            b, _ = header[name]["data_offsets"]
+            for index, value in items:
+                arr[b + 4 * index:b + 4 * index + 4] = np.float32(value).tobytes()
+        return bytes(arr)
+    return st(data_fn=data_fn)
+
+
+def test_nonfinite_output_names_the_checkpoint_element(good_model, tmp_path):
+    # One NaN in a (24, 16) weight at row 5, column 3 (flat 5·16 + 3), one -inf in a (16,) bias at index 2: the
+    # error names the first in the layer's order, with its element, and counts the other.
+    d = tmp_path / "m"
+    shutil.copytree(good_model, d)
+    set_elements({"encoder.layer.0.intermediate.dense.weight": [(5 * 16 + 3, np.nan)],
+                  "encoder.layer.0.output.LayerNorm.bias": [(2, -np.inf)]})(d)
+    code, err, _ = run_cli("embed", "hello", "--model", d)
+    assert code == 3, err
+    assert ("NaN or Inf in encoder layer 0" in err and "the checkpoint's tensor 'encoder.layer.0.intermediate.dense."
+            "weight' has a non-finite value (nan) at row 5, column 3 (1 more tensor(s) hold NaN or Inf)" in err), err
+    shutil.rmtree(d)
+    shutil.copytree(good_model, d)
+    set_elements({"encoder.layer.0.output.LayerNorm.bias": [(2, -np.inf)]})(d)
+    code, err, _ = run_cli("embed", "hello", "--model", d)
+    assert code == 3 and "'encoder.layer.0.output.LayerNorm.bias' has a non-finite value (-inf) at index 2;" in err, err
+    # NaN that no stored value is (a finite 3e38 in every element of position 0 overflows the LayerNorm's sums):
+    # the advice without a tensor
+    shutil.rmtree(d)
+    shutil.copytree(good_model, d)
+    set_elements({"embeddings.position_embeddings.weight": [(i, 3e38) for i in range(16)]})(d)
+    code, err, _ = run_cli("embed", "hello", "--model", d)
+    assert code == 3 and "check the weights and config" in err and "checkpoint's tensor" not in err, err
+
+
+def test_nonfinite_tensors_are_named_in_layer_order(tmp_path):
+    # Twelve layers, NaN stored in layers 2 and 10: the forward fails in layer 2, and the error names layer 2's
+    # tensor (a plain sort of the names puts "encoder.layer.10." first).
+    d = tmp_path / "m12"
+    save_tiny_bert(d, layers=12)
+    set_elements({"encoder.layer.2.output.dense.weight": [(7, np.nan)],
+                  "encoder.layer.10.output.dense.weight": [(0, np.nan)]})(d)
+    code, err, _ = run_cli("embed", "hello", "--model", d)
+    assert code == 3, err
+    assert ("NaN or Inf in encoder layer 2" in err and
+            "'encoder.layer.2.output.dense.weight' has a non-finite value (nan) at row 0, column 7 (1 more" in err), err
 
 
 def test_nonfinite_passes_through_when_allowed(good_model, tmp_path):
