@@ -26,6 +26,7 @@ class Unigram final : public Model {
         trie_(pieces_) {
     min_score_ = 0.0;
     bool first = true;
+    to_id_.reserve(pieces_.size());
     for (size_t i = 0; i < pieces_.size(); ++i) {
       to_id_[pieces_[i]] = static_cast<int64_t>(i);
       if (first || scores_[i] < min_score_) min_score_ = scores_[i];
@@ -152,8 +153,13 @@ std::unique_ptr<Model> make_unigram(const json& j, const std::string& path) {
   pieces.reserve(vocab.size());
   scores.reserve(vocab.size());
   for (size_t i = 0; i < vocab.size(); ++i) {
-    const std::string p = path + ".vocab[" + std::to_string(i) + "]";
     const json& e = vocab[i];
+    if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_number()) {  // the entry's path only for errors
+      pieces.push_back(e[0].get_ref<const std::string&>());
+      scores.push_back(e[1].get<double>());
+      continue;
+    }
+    const std::string p = path + ".vocab[" + std::to_string(i) + "]";
     if (!e.is_array() || e.size() != 2) throw Error(p + ": expected [piece, score], got " + e.dump().substr(0, 80));
     pieces.push_back(as_string(e[0], p + "[0]"));
     scores.push_back(as_number(e[1], p + "[1]"));

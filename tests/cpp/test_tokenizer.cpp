@@ -491,6 +491,11 @@ TEST(Tokenizer, BrokenTokenizerJsonNamesTheProblem) {
       {R"({"model": {"type": "Nope"}})", "unsupported model type \"Nope\" (supported: WordPiece, BPE, Unigram, WordLevel)"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})", "merged token \"ab\""},
       {R"({"model": {"type": "Unigram", "vocab": [["a", -1.0]], "unk_id": 3}})", "model.unk_id"},
+      // a Unigram entry that is not [piece, score], after good ones: named by its index
+      {R"({"model": {"type": "Unigram", "vocab": [["a", -1.0], ["b"]]}})", "model.vocab[1]: expected [piece, score]"},
+      {R"({"model": {"type": "Unigram", "vocab": [["a", -1.0], [5, -2.0]]}})", "model.vocab[1][0]: expected a string"},
+      {R"({"model": {"type": "Unigram", "vocab": [["a", -1.0], ["b", -2.0], ["c", "low"]]}})",
+       "model.vocab[2][1]: expected a number"},
       {R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[a-"}, "behavior": "Isolated"}})",
        "pre_tokenizer.pattern.Regex"},
       {R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}, "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Fancy"}]}})",
