@@ -208,8 +208,8 @@ class Module {
   // The one listing of this module's parameters and children: m.parameter("weight", weight, dweight),
   // m.child("out_proj", out_proj), ... in state_dict order (see Members).
   virtual void members(Members& m) = 0;
-  // Called before the parameters are listed (to be read or written): a module that freed a parameter after
-  // preparation (MultiheadAttention's packed in_proj_weight) rebuilds it here.
+  // Called before the parameters are listed (to be read or written): a module that does not hold a parameter
+  // (MultiheadAttention's packed in_proj_weight, not built at load or freed after preparation) builds it here.
   virtual void expose_parameters() {}
 
   template <typename T>
@@ -388,7 +388,7 @@ class MultiheadAttention : public Module {
   void expose_parameters() override { rebuild_in_proj(); }  // whoever lists the parameters may read or change them
 
  private:
-  std::vector<Tensor> in_proj_rows_;  // use_in_proj_rows; cleared once in_proj_weight is rebuilt
+  std::vector<Tensor> in_proj_rows_;  // use_in_proj_rows; cleared when a preparation finds the weight changed
   bool in_proj_freed_ = false;        // in_proj_weight not held (not built yet, or freed); in_proj_rows_ hold it
   void rebuild_in_proj();             // in_proj_weight from in_proj_rows_ (no-op unless freed)
   bool in_proj_equals_rows() const;   // in_proj_weight bit for bit the stacked in_proj_rows_

@@ -102,6 +102,7 @@ Tensor MultiheadAttention::backward(const Tensor& grad_output) {
 }
 
 Tensor MultiheadAttention::backward_batch_first(const Tensor& dout, Tensor* d_attn_mask, Tensor* d_key_value) {
+  rebuild_in_proj();  // the gradient is taken with respect to in_proj_weight (a module put in training without train())
   auto sv = pop_saved<MhaSaved>("MultiheadAttention");
   ENCORE_CHECK(sv->self_attention || (sv->packed_kv && d_key_value),
                "MultiheadAttention.backward: only self-attention (query is key is value) or cross-attention on one "

@@ -185,6 +185,51 @@ TEST(Layers, CopiesAreDeepAndMovesKeepStorage) {
   static_assert(std::is_nothrow_move_constructible_v<encore::nn::TransformerDecoderLayer>);
 }
 
+// A packed in-projection given as its query, key and value rows (use_in_proj_rows, as loaders give a checkpoint's
+// three weights) is not built until something needs the weight: the prepared forward, the listed parameters and a
+// training step (even one the module is put in without train()) all equal those of a module holding the stacked
+// weight, bit for bit.
+TEST(Layers, InProjFromRowsIsBuiltOnlyWhenNeeded) {
+  using encore::nn::MultiheadAttention;
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.shape() == b.shape() &&
+           std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.numel() * sizeof(float)) == 0;
+  };
+  MultiheadAttention reference(8, 2, 0.0, true, false, false, std::nullopt, std::nullopt, /*batch_first=*/true);
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < 3; ++i) rows.push_back(reference.in_proj_weight.slice(0, i * 8, (i + 1) * 8).clone());
+  Tensor x = Tensor::empty({2, 5, 8});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 37) % 23) / 11.f - 1.f;
+
+  MultiheadAttention trainee = reference;  // training mode, as constructed
+  trainee.use_in_proj_rows(rows);
+  EXPECT_FALSE(trainee.in_proj_weight.defined());
+  MultiheadAttention trained_reference = reference;
+  const Tensor y = trainee.forward(x, x, x).output, y_ref = trained_reference.forward(x, x, x).output;
+  EXPECT_TRUE(same(y, y_ref));
+  Tensor grad = Tensor::empty(y.shape());
+  for (int64_t i = 0; i < grad.numel(); ++i) grad.data<float>()[i] = static_cast<float>((i * 13) % 7) - 3.f;
+  EXPECT_TRUE(same(trainee.backward(grad), trained_reference.backward(grad)));
+  EXPECT_TRUE(same(trainee.din_proj_weight, trained_reference.din_proj_weight));
+
+  reference.eval();
+  MultiheadAttention from_rows = reference;
+  from_rows.use_in_proj_rows(rows);
+  EXPECT_FALSE(from_rows.in_proj_weight.defined());
+  reference.prepare_inference(encore::DType::f32);
+  from_rows.prepare_inference(encore::DType::f32);
+  EXPECT_FALSE(from_rows.in_proj_weight.defined());  // prepared from a transient copy
+  EXPECT_TRUE(same(from_rows.forward(x, x, x).output, reference.forward(x, x, x).output));
+  auto sd = from_rows.state_dict();  // listing builds it: the rows stacked
+  EXPECT_TRUE(same(sd.at("in_proj_weight"), reference.in_proj_weight));
+  // changed through the listing, then prepared again: the forward follows the change, not the rows
+  sd.at("in_proj_weight").data<float>()[3] += 0.5f;
+  reference.in_proj_weight.data<float>()[3] += 0.5f;
+  reference.prepare_inference(encore::DType::f32);
+  from_rows.prepare_inference(encore::DType::f32);
+  EXPECT_TRUE(same(from_rows.forward(x, x, x).output, reference.forward(x, x, x).output));
+}
+
 // nn::Embedding as torch.nn.Embedding: rows gathered by id; backward accumulates each id's output gradient into
 // its row, except the padding_idx row, and ids out of range name the argument.
 TEST(Layers, EmbeddingGathersRowsAndAccumulatesGradients) {

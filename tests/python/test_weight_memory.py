@@ -82,8 +82,8 @@ def test_loaded_model_keeps_one_copy_of_each_weight(dtype):
     # encore's own tensors after load: exactly the packed Q/K/V bias of every layer (3H floats), and for fp32 the
     # stacked Q/K/V weight (3H x H) its first forward reads in place (fp32 Linear weights are packed on their second
     # call, not at load: kernels.hpp, PackedLinear). Every other weight is a view of the mapped file or, for
-    # bf16/int8, the packed Q/K/V weight is freed once prepared (a copy of a layer, as a loader pushing layers by
-    # value would make, or a kept Q/K/V weight after preparation, shows up here).
+    # bf16/int8, gone: the packed Q/K/V weight is never built, its preparation's transient copy freed (a copy of a
+    # layer, as a loader pushing layers by value would make, or a kept Q/K/V weight after preparation, shows up here).
     # Where fp32 weights are packed at load (runtime_info's fp32_pack=at-load: oneDNN's f32 matmul is not brgemm,
     # AVX2 CPUs, or ENCORE_PACK=eager) fp32 is prepared as bf16/int8 are.
     lazy = dtype == "fp32" and "fp32_pack=lazy" in encore.runtime_info()
