@@ -417,9 +417,15 @@ NonFiniteTensors find_non_finite_tensors(const WeightStore& store, uint64_t max_
       out.scanned_all = false;
       break;
     }
-    std::string where = describe_first_non_finite(store, name);
+    std::string where;
+    try {
+      where = describe_first_non_finite(store, name);
+    } catch (const std::exception&) {
+      ++out.unreadable;
+      continue;
+    }
     if (where.empty()) continue;
-    if (out.first.empty()) out.first = std::move(where);
+    if (out.found.size() < NonFiniteTensors::kKept) out.found.emplace_back(name, std::move(where));
     ++out.count;
   }
   return out;

@@ -89,11 +89,13 @@ class WeightStore {
 // (rows: the last dimension's; "at index i" for 1-D), empty if it has none.
 std::string describe_first_non_finite(const WeightStore& store, const std::string& name);
 // Every float tensor of the store, in natural name order (layer 2 before layer 10), until `max_bytes` of them are
-// read: the first with a non-finite value, described as above, and how many tensors in all hold one.
+// read: those with a non-finite value, described as above. A tensor that cannot be read is skipped.
 struct NonFiniteTensors {
-  std::string first;  // empty: none found
-  int64_t count = 0;
-  bool scanned_all = true;  // false: stopped at max_bytes
+  static constexpr size_t kKept = 64;
+  std::vector<std::pair<std::string, std::string>> found;  // (name, description), the first kKept
+  int64_t count = 0;                                        // how many tensors hold NaN or Inf
+  bool scanned_all = true;                                  // false: stopped at max_bytes (count is a lower bound)
+  int64_t unreadable = 0;                                   // tensors skipped because reading them threw
 };
 NonFiniteTensors find_non_finite_tensors(const WeightStore& store, uint64_t max_bytes);
 

@@ -141,14 +141,17 @@ struct SentenceEncoder::Impl {
 
   static constexpr uint64_t kNonFiniteScanBytes = uint64_t{4} << 30;  // "4 GiB" in report_nonfinite's message
   // NaN/Inf stored in the Transformer's checkpoint (io::find_non_finite_tensors), scanned on the first report of a
-  // non-finite output only, then kept: a server whose model fails every request reads the weights once.
+  // non-finite output only, then kept: a server whose model fails every request reads the weights once. A scan
+  // that fails (the directory unreadable now) is not kept: this report gives the advice alone, the next one retries.
   const io::NonFiniteTensors& stored_non_finite() const {
-    std::call_once(non_finite_scan_once_, [this] {
-      try {
+    static const io::NonFiniteTensors none;
+    try {
+      std::call_once(non_finite_scan_once_, [this] {
         non_finite_scan_ = io::find_non_finite_tensors(io::WeightStore::open_dir(transformer_dir), kNonFiniteScanBytes);
-      } catch (const std::exception&) {  // unreadable now: the report gives the advice without a tensor
-      }
-    });
+      });
+    } catch (const std::exception&) {
+      return none;
+    }
     return non_finite_scan_;
   }
 
@@ -438,19 +441,32 @@ void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const T
                                        bool normalize, int64_t batch) {
   const std::string texts = std::to_string(batch) + " sequence(s)";
   // The checkpoint's own NaN/Inf, if it holds any, is the likely cause: named with its element (read once per
-  // model, the first 4 GiB of its float tensors; a failing scan only leaves the advice).
+  // model, the first 4 GiB of its float tensors). Of the tensors holding one, the first whose name fits the module
+  // (layer N: a dotted segment N, as in encoder.layer.N. or layers.N.; the embeddings: "embed"), else the first.
   const io::NonFiniteTensors& stored = m.stored_non_finite();
-  std::string cause;
-  if (!stored.first.empty())
-    cause = "the checkpoint's tensor " + stored.first +
-            (stored.count > 1 ? " (" + std::to_string(stored.count - 1) + " more tensor(s) hold NaN or Inf)" : "") +
-            "; fix the weights, or pass";
-  else
-    cause = std::string(stored.scanned_all ? "" : "the checkpoint's first 4 GiB of float tensors hold none; ") +
-            "check the weights and config (e.g. layer_norm_eps > 0), or pass";
-  auto nonfinite_in = [&](const std::string& module) {
+  auto cause_for = [&](int64_t layer, bool embeddings) {
+    if (stored.found.empty())
+      return std::string(stored.scanned_all ? "" : "the checkpoint's first 4 GiB of float tensors hold none; ") +
+             "check the weights and config (e.g. layer_norm_eps > 0), or pass";
+    const std::string segment = "." + std::to_string(layer) + ".";
+    const std::string* pick = &stored.found.front().second;
+    for (const auto& [name, description] : stored.found)
+      if ((layer >= 0 && ("." + name).find(segment) != std::string::npos) ||
+          (embeddings && name.find("embed") != std::string::npos)) {
+        pick = &description;
+        break;
+      }
+    const int64_t others = stored.count - 1;
+    return "the checkpoint's tensor " + *pick +
+           (others > 0 ? " (" + std::string(stored.scanned_all ? "" : "at least ") + std::to_string(others) +
+                             " more tensor(s) hold NaN or Inf)"
+                       : "") +
+           "; fix the weights, or pass";
+  };
+  auto nonfinite_in = [&](const std::string& module, int64_t layer = -1, bool embeddings = false) {
     return NonFiniteError("the forward produced NaN or Inf in " + module + " (model '" + m.dir + "', batch of " +
-                          texts + "); " + cause + " --allow-nonfinite / allow_nonfinite=True to get the values anyway");
+                          texts + "); " + cause_for(layer, embeddings) +
+                          " --allow-nonfinite / allow_nonfinite=True to get the values anyway");
   };
   ForwardOptions fo;
   fo.compute_logits = false;
@@ -458,7 +474,8 @@ void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const T
   ModelOutput out = m.model->forward(ids, mask, types, fo);
   for (size_t i = 0; i < out.hidden_states.size(); ++i)
     if (!all_finite(out.hidden_states[i]))
-      throw nonfinite_in(i == 0 ? std::string("the embeddings") : "encoder layer " + std::to_string(i - 1));
+      throw i == 0 ? nonfinite_in("the embeddings", -1, true)
+                   : nonfinite_in("encoder layer " + std::to_string(i - 1), static_cast<int64_t>(i) - 1);
   if (!all_finite(out.last_hidden_state)) throw nonfinite_in("the encoder's last hidden state");
   Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
   if (!all_finite(emb)) throw nonfinite_in("the pooling");

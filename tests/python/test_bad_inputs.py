@@ -441,6 +441,22 @@ def test_nonfinite_tensors_are_named_in_layer_order(tmp_path):
             "'encoder.layer.2.output.dense.weight' has a non-finite value (nan) at row 0, column 7 (1 more" in err), err
 
 
+def test_nonfinite_names_the_failing_layers_tensor_first(good_model, tmp_path):
+    # An unused tensor that sorts first (an MLM head's "cls.predictions.bias", NaN throughout) and a NaN in layer 0:
+    # the forward fails in layer 0, and the error names layer 0's tensor, counting the other.
+    from safetensors.numpy import load_file, save_file
+    d = tmp_path / "m"
+    shutil.copytree(good_model, d)
+    tensors = load_file(d / "model.safetensors")
+    tensors["cls.predictions.bias"] = np.full(30522, np.nan, dtype=np.float32)
+    tensors["encoder.layer.0.output.dense.weight"][2, 9] = np.nan
+    save_file(tensors, d / "model.safetensors")
+    code, err, _ = run_cli("embed", "hello", "--model", d)
+    assert code == 3, err
+    assert ("NaN or Inf in encoder layer 0" in err and "the checkpoint's tensor 'encoder.layer.0.output.dense."
+            "weight' has a non-finite value (nan) at row 2, column 9 (1 more tensor(s) hold NaN or Inf)" in err), err
+
+
 def test_nonfinite_passes_through_when_allowed(good_model, tmp_path):
     d = tmp_path / "m"
     shutil.copytree(good_model, d)
