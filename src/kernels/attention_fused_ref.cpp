@@ -53,6 +53,13 @@ uint16_t round_bf16_daz_ref(float x) {
 
 namespace {
 
+// max(a, b), NaN if either is: a NaN score makes its query's output NaN (the fast kernels' exp keeps NaN), rather
+// than leaving the row as if that key were masked.
+template <class T>
+T max_keeping_nan(T a, T b) {
+  return std::isnan(a) || std::isnan(b) ? std::numeric_limits<T>::quiet_NaN() : std::max(a, b);
+}
+
 float bf16_value(float x) {
   const uint32_t u = static_cast<uint32_t>(round_bf16_daz_ref(x)) << 16;
   float f;
@@ -83,7 +90,7 @@ void attention_fused_bf16_ref(const AttentionBlock& a, float* /*scratch*/) {
         if (a.bias) s += a.bias[i * a.ld_bias + j0 + j];
         if (a.key_mask) s += a.key_mask[j0 + j];
         y[j] = s;
-        mx = std::max(mx, s);
+        mx = max_keeping_nan(mx, s);
       }
       if (mx == neg_inf) continue;  // nothing to attend to in this tile
       // m' = max(m, mx) ; p_j = exp(y_j - m') ; l = l·exp(m - m') + sum_j p_j ;
@@ -124,7 +131,7 @@ void attention_fused_f32_ref(const AttentionBlock& a, float* /*scratch*/) {
       float s = static_cast<float>(dot) * a.scale + (a.bias ? a.bias[i * a.ld_bias + j] : 0.f) +
                 (a.key_mask ? a.key_mask[j] : 0.f);
       p[j] = s;
-      m = std::max<double>(m, s);
+      m = max_keeping_nan<double>(m, s);
     }
     float* o = a.out + i * a.ld_out;
     if (m == neg_inf) {  // nothing to attend to: zeros, not NaN

@@ -38,7 +38,7 @@ struct KernelTable {
 
   // In place over one row x[0, cols): y = x·scale + mask_a + mask_b on [0, limit) (masks may be null),
   // then softmax over [0, limit); positions [limit, cols) become 0. -inf entries get probability 0 and a
-  // row with no finite entry becomes all zeros (never NaN).
+  // row whose entries are all -inf becomes all zeros (never NaN); a NaN entry makes the row NaN (it is no mask).
   void (*softmax_masked_f32)(float* x, int64_t cols, float scale, const float* mask_a, const float* mask_b,
                              int64_t limit);
 
@@ -86,7 +86,8 @@ struct KernelTable {
 //   p[i, :] = softmax_j(scale·(q[i,:]·k[j,:]) + bias[i,j] + key_mask[j])   over the keys j in [0, S)
 //   out[i, :] = sum_j p[i, j]·v[j, :]
 // with, when causal, key j excluded for query i if j > q_start + i (query i is query q_start + i of the
-// sequence). A query with no finite score gets out = 0 (never NaN), as softmax_masked does. Rows of q, k, v,
+// sequence). A query whose scores are all -inf gets out = 0 (never NaN), as softmax_masked does; a NaN score (NaN
+// in q, k, bias or key_mask) makes its query's out NaN, as in PyTorch's eager attention. Rows of q, k, v,
 // out and bias are ld_* floats apart (views into a packed (T, 3E) QKV buffer work as they are); bias and
 // key_mask may be null. The fast kernels tile keys (kAttentionKeyTile) and queries (kAttentionQueryTile) and keep
 // a running max and sum per query (online softmax, the accumulator - out itself - rescaled when the max grows).

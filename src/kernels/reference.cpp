@@ -1,4 +1,5 @@
 // Scalar reference twins: the definition of every kernel, written for clarity, not speed.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -78,7 +79,8 @@ void softmax_masked_f32_ref(float* x, int64_t cols, float scale, const float* ma
     x[j] = v;
     if (v > max_v) max_v = v;
   }
-  if (max_v == neg_inf) {  // nothing to attend to: zeros, not NaN
+  // Nothing to attend to: zeros, not NaN. A NaN score is not a mask: it makes the row NaN (exp keeps it).
+  if (max_v == neg_inf && std::none_of(x, x + limit, [](float v) { return std::isnan(v); })) {
     for (int64_t j = 0; j < cols; ++j) x[j] = 0.f;
     return;
   }

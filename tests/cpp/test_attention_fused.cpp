@@ -235,6 +235,89 @@ TEST(AttentionFused, MatchesRefOnEveryIsa) {
   }
 }
 
+// A NaN score is not a mask: the query's output is NaN in every kernel and its twin, as PyTorch's eager attention
+// gives (SDPA's fused CPU kernel gives finite values there; the reference is eager's formula). A NaN in query 1
+// makes all its scores NaN; a NaN in key 5 makes key 5's score NaN for every query that sees it; and with every
+// other key masked (-inf) the row max comes out -inf, where a max that drops NaN would call the query fully masked
+// and give 0. Rows that see no NaN stay finite, and a row whose keys are all -inf still gives 0.
+TEST(AttentionFused, NanScoreGivesNanQueryOnEveryIsa) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), neg_inf = -std::numeric_limits<float>::infinity();
+  std::vector<const KernelTable*> tables;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (const KernelTable* t = kernels_for(isa)) tables.push_back(t);
+  struct NanCase {
+    Case c;
+    enum { query, key, key_only_unmasked } where;
+  };
+  const NanCase cases[] = {
+      {{48, 48, 32, false, 0, false, true, false}, NanCase::query},  // one-pass softmax (encoders)
+      {{33, 140, 16, false, 0, true, true, false}, NanCase::query},  // two-pass (bias), two key tiles
+      {{48, 48, 32, false, 0, false, true, false}, NanCase::key},
+      {{31, 45, 11, true, 0, false, true, false}, NanCase::key},     // causal: queries 0..4 never see key 5
+      {{4, 20, 32, false, 0, false, true, false}, NanCase::key_only_unmasked},
+      {{4, 20, 32, false, 0, true, true, false}, NanCase::key_only_unmasked},
+  };
+  int n = 100;
+  for (const NanCase& nc : cases) {
+    const Case& c = nc.c;
+    CaseData cd = make_case(c, n);
+    const int64_t ld = 3 * 2 * c.D;
+    std::vector<bool> nan_row(c.T, false);
+    if (nc.where == NanCase::query) {
+      cd.qkv[1 * ld + c.D + 3] = nan;  // q[1, 3]
+      nan_row[1] = true;
+    } else {
+      cd.qkv[5 * ld + 3 * c.D + 1] = nan;  // k[5, 1] (k: the columns E + D .. E + 2D, E = 2D)
+      for (int64_t i = 0; i < c.T; ++i) nan_row[i] = !c.causal || c.q_start + i >= 5;
+      if (nc.where == NanCase::key_only_unmasked)
+        for (int64_t j = 0; j < c.S; ++j) cd.key_mask[j] = j == 5 ? 0.f : neg_inf;
+    }
+    std::vector<std::pair<std::string, std::vector<float>>> outs;
+    outs.emplace_back("f32 ref", run(attention_fused_f32_ref, cd.a, c, false));
+    outs.emplace_back("bf16 ref", run(attention_fused_bf16_ref, cd.a, c, true));
+    for (const KernelTable* t : tables) {
+      outs.emplace_back(std::string(t->name) + " f32", run(t->attention_fused_f32, cd.a, c, false));
+      outs.emplace_back(std::string(t->name) + " bf16", run(t->attention_fused_bf16, cd.a, c, true));
+    }
+    for (const auto& [what, out] : outs)
+      for (int64_t i = 0; i < c.T; ++i)
+        for (int64_t d = 0; d < c.D; ++d) {
+          const float v = out[i * cd.a.ld_out + d];
+          if (nan_row[i]) {
+            EXPECT_TRUE(std::isnan(v)) << what << " case " << n << " row " << i << " col " << d << ": " << v;
+          } else {
+            EXPECT_TRUE(std::isfinite(v)) << what << " case " << n << " row " << i << " col " << d << ": " << v;
+          }
+        }
+    ++n;
+  }
+}
+
+// softmax_masked's twins on the same rule: a NaN entry makes the row NaN, alone among -inf entries too; a row of
+// -inf entries is zeros.
+TEST(AttentionFused, SoftmaxNanRowIsNanOnEveryIsa) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), neg_inf = -std::numeric_limits<float>::infinity();
+  std::vector<void (*)(float*, int64_t, float, const float*, const float*, int64_t)> softmaxes{softmax_masked_f32_ref};
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (const KernelTable* t = kernels_for(isa)) softmaxes.push_back(t->softmax_masked_f32);
+  for (auto softmax : softmaxes) {
+    for (int64_t at : {0, 3, 17}) {  // in the vector part and in the tail
+      std::vector<float> partial(21), lone(21, neg_inf), none(21, neg_inf);
+      for (int64_t j = 0; j < 21; ++j) partial[j] = 0.1f * static_cast<float>(j);
+      partial[at] = nan;
+      lone[at] = nan;
+      softmax(partial.data(), 24 - 3, 1.f, nullptr, nullptr, 21);
+      softmax(lone.data(), 21, 1.f, nullptr, nullptr, 21);
+      softmax(none.data(), 21, 1.f, nullptr, nullptr, 21);
+      for (int64_t j = 0; j < 21; ++j) {
+        EXPECT_TRUE(std::isnan(partial[j])) << at << " " << j;
+        EXPECT_TRUE(std::isnan(lone[j])) << at << " " << j;
+        EXPECT_EQ(none[j], 0.f) << at << " " << j;
+      }
+    }
+  }
+}
+
 // The reference itself against a direct softmax(QKᵀ)V written out here for one small causal case, so a
 // shared misunderstanding of the contract cannot hide in both kernels.
 TEST(AttentionFused, RefMatchesDirectFormula) {

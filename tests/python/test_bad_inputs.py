@@ -457,6 +457,28 @@ def test_nonfinite_names_the_failing_layers_tensor_first(good_model, tmp_path):
             "weight' has a non-finite value (nan) at row 2, column 9 (1 more tensor(s) hold NaN or Inf)" in err), err
 
 
+def test_nan_in_a_query_weight_is_reported_as_eager_attention_gives_it(good_model, tmp_path):
+    # One NaN in a query weight makes every score of its head NaN. PyTorch's eager attention gives NaN there (its
+    # SDPA CPU kernel gives finite values, as encore's kernels did: their exp turned NaN into 0); encore now gives
+    # NaN too, so the output check reports it and names the stored value.
+    from safetensors.numpy import load_file, save_file
+    d = tmp_path / "m"
+    shutil.copytree(good_model, d)
+    tensors = load_file(d / "model.safetensors")
+    tensors["encoder.layer.0.attention.self.query.weight"][2, 9] = np.nan
+    save_file(tensors, d / "model.safetensors")
+    eager = T.AutoModel.from_pretrained(d, attn_implementation="eager").eval()
+    with torch.no_grad():
+        hidden = eager(input_ids=torch.tensor([[101, 7592, 102]])).last_hidden_state  # [CLS] hello [SEP]
+    assert torch.isnan(hidden).all(), hidden
+    code, err, out = run_cli("embed", "hello", "--model", d)
+    assert code == 3, (err, out)
+    assert ("NaN or Inf in encoder layer 0" in err and "'encoder.layer.0.attention.self.query.weight' has a "
+            "non-finite value (nan) at row 2, column 9" in err), err
+    code, err, out = run_cli("embed", "hello", "--model", d, "--allow-nonfinite")
+    assert code == 0 and all(v is None for v in json.loads(out)[0]["embedding"]), (err, out)
+
+
 def test_nonfinite_passes_through_when_allowed(good_model, tmp_path):
     d = tmp_path / "m"
     shutil.copytree(good_model, d)

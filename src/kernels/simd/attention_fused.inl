@@ -147,6 +147,14 @@ inline void update_running(float& m, float& l, float* acc, int64_t Dv, float m_n
   m = m_new;
 }
 
+// Whether row[0, n) holds a NaN. Asked only of a row whose max came out -inf: max and reduce_max drop a NaN lane
+// beside a -inf one, and a NaN score must give the query NaN (as the reference twin does), not a masked key.
+inline bool any_nan(const float* row, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    if (row[j] != row[j]) return true;
+  return false;
+}
+
 // One query row of the online softmax over a key tile (see the file comment): keys [0, limit) of the tile
 // count, [limit, nk) are masked. When the tile leaves this query nothing to attend to, its p row is zeroed and
 // m, l, acc stay as they were.
@@ -173,9 +181,13 @@ inline void online_softmax_row(float* row, int64_t nk, int64_t limit, const floa
     const float vm = reduce_max(vmx);
     mx = vm > mx ? vm : mx;
   }
-  if (mx == neg_inf) {  // fully masked in this tile
-    for (j = 0; j < nk; ++j) row[j] = 0.f;
-    return;
+  if (mx == neg_inf) {
+    if (any_nan(row, limit)) {
+      mx = __builtin_nanf("");  // p = exp(y - m') below: NaN where y is
+    } else {  // fully masked in this tile
+      for (j = 0; j < nk; ++j) row[j] = 0.f;
+      return;
+    }
   }
   // m' = max(m, mx) ; p = exp(y - m') ; alpha = exp(m - m')
   const float m_new = mx > m ? mx : m;
@@ -206,7 +218,7 @@ template <typename Mm>
 inline void online_softmax_row_premax(Mm& mm, float* row, int64_t r, int64_t nk_pad, float mx, float& m, float& l,
                                       float* acc, int64_t Dv) {
   const float neg_inf = -__builtin_inff();
-  if (mx == neg_inf) {
+  if (mx == neg_inf && !any_nan(row, nk_pad)) {
     for (int64_t j = 0; j < nk_pad; j += kWidth) mm.put_p(row, r, j, set1(0.f));
     return;
   }

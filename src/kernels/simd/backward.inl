@@ -18,7 +18,7 @@ inline Vec vact_backward(Vec dy, Vec x, Act act) {
       // Exponents are capped at 80 (e stays finite, so e·r is never inf·0; 1 - t² < 1e-34 there anyway).
       Vec x2 = mul(x, x);
       Vec u = mul(set1(0.79788456080286536f), fmadd(mul(x2, x), set1(0.044715f), x));
-      Vec e = vexp(vmin(add(u, u), set1(80.f)));
+      Vec e = vexp(vmin(set1(80.f), add(u, u)));
       Vec r = div(set1(1.f), add(set1(1.f), e));
       Vec t = sub(set1(1.f), add(r, r));
       Vec sech2 = mul(mul(set1(4.f), r), mul(e, r));
@@ -27,12 +27,12 @@ inline Vec vact_backward(Vec dy, Vec x, Act act) {
       return mul(dy, d);
     }
     case Act::silu: {  // s·(1 + x·(1 - s)), s = sigmoid(x) = 1/(1 + e), e = exp(-x), 1 - s = e·s
-      Vec e = vexp(vmin(mul(x, set1(-1.f)), set1(80.f)));
+      Vec e = vexp(vmin(set1(80.f), mul(x, set1(-1.f))));
       Vec s = div(set1(1.f), add(set1(1.f), e));
       return mul(dy, mul(s, fmadd(x, mul(e, s), set1(1.f))));
     }
     case Act::tanh: {  // 1 - tanh(x)² = 4r·(e·r), e = exp(2x), r = 1/(1 + e)
-      Vec e = vexp(vmin(add(x, x), set1(80.f)));
+      Vec e = vexp(vmin(set1(80.f), add(x, x)));
       Vec r = div(set1(1.f), add(set1(1.f), e));
       return mul(dy, mul(mul(set1(4.f), r), mul(e, r)));
     }

@@ -3,7 +3,9 @@
 // exp(x): x = n·ln2 + r, |r| <= ln2/2; exp(r) by its degree-7 Taylor polynomial (rel. error < 1e-8
 // before rounding); exp(x) = 2^n·exp(r). -inf and x < -104 give 0; x > 88.7 saturates near FLT_MAX.
 inline Vec vexp(Vec x) {
-  x = vmin(vmax(x, set1(-104.f)), set1(88.72f));
+  // Clamped to [-104, 88.72] with NaN kept: min/max return their second operand when either is NaN, so x goes
+  // second (clamped the other way round, exp(NaN) was exp(-104) = 0, and a NaN score dropped out of a softmax).
+  x = vmin(set1(88.72f), vmax(set1(-104.f), x));
   Vec n = round_nearest(mul(x, set1(1.44269504088896341f)));
   Vec r = fmadd(n, set1(-0.693145751953125f), x);        // ln2 split hi/lo for an exact product
   r = fmadd(n, set1(-1.428606765330187045e-06f), r);
