@@ -92,6 +92,16 @@ struct LinearKeyHash {
   }
 };
 
+// oneDNN's relu post-op is max(x, 0), which makes NaN 0 (torch's relu keeps NaN, and a NaN weight must not give a
+// finite, wrong output). relu therefore runs after the GEMM, as encore's activation over the output rows (one
+// pass; only relu models pay it); every other activation stays fused.
+Act onednn_fused_act(Act act) { return act == Act::relu ? Act::none : act; }
+void apply_unfused_act(float* out, int64_t n, Act act) {
+  if (act != Act::relu) return;
+  runtime::parallel_for(0, n, int64_t{1} << 16,
+                        [&](int64_t b, int64_t e) { kernels().activation_f32(out + b, out + b, e - b, act); });
+}
+
 dnnl::algorithm onednn_algorithm(Act act) {
   switch (act) {
     case Act::relu: return dnnl::algorithm::eltwise_relu;
@@ -168,7 +178,7 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * K * N)));
-  LinearKey key{M, K, N, bias != nullptr, act};
+  LinearKey key{M, K, N, bias != nullptr, onednn_fused_act(act)};
   const LinearCache::Entry prim = linear_cache().get(key);
   auto& eng = onednn_engine();
   dnnl::memory src({{M, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in));
@@ -180,6 +190,7 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
   if (prim.defer_signals) defer.emplace();
   prim.matmul.execute(onednn_thread_stream(), args);
   onednn_thread_stream().wait();
+  apply_unfused_act(out, M * N, act);
 }
 
 void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
@@ -300,7 +311,7 @@ class OneDnnPackedLinear final : public PackedLinear {
     std::optional<runtime::DeferAsyncSignals> defer;
     // Primitives exist for a bounded set of row counts only (onednn.hpp, for_each_row_block).
     for_each_row_block(M, [&](int64_t r0, int64_t rows) {
-      const auto prim = get(rows, act, plain);
+      const auto prim = get(rows, onednn_fused_act(act), plain);
       dnnl::memory src = bf16 ? dnnl::memory({{rows, K}, dt::bf16, tag::ab}, eng, in_bf16.data() + r0 * K)
                               : dnnl::memory({{rows, K}, dt::f32, tag::ab}, eng, const_cast<float*>(in + r0 * K));
       if (pad.size() < prim->scratchpad.get_size()) pad.resize(prim->scratchpad.get_size());
@@ -314,6 +325,7 @@ class OneDnnPackedLinear final : public PackedLinear {
       if (prim->defer_signals && !defer) defer.emplace();  // one guard for the call's blocks
       prim->matmul.execute(onednn_thread_stream(), args);
       onednn_thread_stream().wait();
+      apply_unfused_act(out + r0 * N, rows * N, act);
     });
   }
 

@@ -170,6 +170,45 @@ TEST(Kernels, ActivationsMatchRef) {
       }
 }
 
+// NaN in, NaN out, for every activation in every table and its twin, as torch's (relu(NaN) is NaN there; a max
+// with 0 that drops NaN gave 0), plain, gated and as a Linear's epilogue (oneDNN's post-op or encore's).
+TEST(Kernels, ActivationsKeepNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x(19, 0.5f);
+  for (int64_t i : {0, 7, 18}) x[i] = nan;  // vector body and tail
+  std::vector<const KernelTable*> tables = distinct_tables(&KernelTable::activation_f32, "activation_f32");
+  for (Act act : {Act::none, Act::relu, Act::gelu_erf, Act::gelu_tanh, Act::silu, Act::tanh}) {
+    std::vector<float> want(x.size());
+    activation_f32_ref(want.data(), x.data(), static_cast<int64_t>(x.size()), act);
+    for (int64_t i : {0, 7, 18}) EXPECT_TRUE(std::isnan(want[i])) << "ref " << act_name(act) << " " << i;
+    for (const KernelTable* t : tables) {
+      std::vector<float> got(x.size()), gated(x.size());
+      t->activation_f32(got.data(), x.data(), static_cast<int64_t>(x.size()), act);
+      for (int64_t i : {0, 7, 18}) EXPECT_TRUE(std::isnan(got[i])) << t->name << " " << act_name(act) << " " << i;
+      std::vector<float> rows(2 * x.size(), 1.f);  // [x | 1]: the activation on x, gated by 1
+      std::copy(x.begin(), x.end(), rows.begin());
+      t->gated_f32(gated.data(), rows.data(), 1, static_cast<int64_t>(x.size()), act, Gate::first);
+      for (int64_t i : {0, 7, 18}) EXPECT_TRUE(std::isnan(gated[i])) << t->name << " gated " << act_name(act);
+    }
+    // a Linear whose output is NaN in column 2 (its weight row 2 holds a NaN), with the activation fused
+    const int64_t M = 3, K = 5, N = 4;
+    std::vector<float> in(M * K, 0.25f), weight(N * K, 0.5f), out(M * N);
+    weight[2 * K + 1] = nan;
+    auto check = [&](const std::string& what) {
+      for (int64_t m = 0; m < M; ++m) {
+        EXPECT_TRUE(std::isnan(out[m * N + 2])) << what << " " << act_name(act) << " row " << m;
+        EXPECT_FALSE(std::isnan(out[m * N + 1])) << what << " " << act_name(act) << " row " << m;
+      }
+    };
+    for (Precision p : {Precision::f32, Precision::bf16}) {  // packed (bf16: native, or emulated where none)
+      PackedLinear::create(weight.data(), nullptr, N, K, p)->forward(out.data(), in.data(), M, act);
+      check(std::string("packed ") + precision_name(p));
+    }
+    linear_f32_onednn(out.data(), in.data(), weight.data(), nullptr, M, K, N, act);  // the plain weight
+    check("plain");
+  }
+}
+
 // Rotary embedding: fast vs ref on odd half-widths (vector tails), partial rotary (pass-through dims), a row
 // stride wider than the heads (a view into packed QKV), in place, and the inverse rotation. Tolerance 1e-6
 // scaled (two products and a sum in float vs the double ref, |x| ~ 1).

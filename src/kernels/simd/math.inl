@@ -50,7 +50,7 @@ inline Vec vtanh(Vec y) { return sub(set1(1.f), div(set1(2.f), add(set1(1.f), ve
 inline Vec vact(Vec x, Act act) {
   switch (act) {
     case Act::none: return x;
-    case Act::relu: return vmax(x, set1(0.f));
+    case Act::relu: return vmax(set1(0.f), x);  // NaN kept: max returns its second operand when either is NaN
     case Act::gelu_erf:  // x/2 · (1 + erf(x/√2))
       return mul(mul(set1(0.5f), x), add(set1(1.f), verf(mul(x, set1(0.70710678118654752f)))));
     case Act::gelu_tanh: {  // x/2 · (1 + tanh(√(2/π)·(x + 0.044715x³)))
