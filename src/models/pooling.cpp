@@ -71,8 +71,11 @@ Tensor pool_tokens(const Tensor& x_in, const Tensor& mask_in, const PoolingConfi
         } else if (mode == "max") {
           for (int64_t c = 0; c < C; ++c) o[c] = -std::numeric_limits<float>::infinity();
           for (int64_t t = 0; t < T; ++t)
-            if (keep[t])
-              for (int64_t c = 0; c < C; ++c) o[c] = std::max(o[c], xb[t * C + c]);
+            if (keep[t])  // NaN kept, as torch.max: a NaN token value makes the pooled value NaN
+              for (int64_t c = 0; c < C; ++c) {
+                const float v = xb[t * C + c];
+                if (!std::isnan(o[c]) && (std::isnan(v) || v > o[c])) o[c] = v;
+              }
         } else if (mode == "mean" || mode == "mean_sqrt_len_tokens") {
           std::fill(acc.begin(), acc.end(), 0.0);
           double n = 0;

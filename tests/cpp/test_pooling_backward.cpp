@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -132,3 +133,22 @@ TEST(PoolingBackward, ShapeErrorsNameTheArgument) {
 }
 
 }  // namespace
+
+// Max pooling keeps NaN, as sentence-transformers' torch.max does: a NaN in a kept token, first or later, makes
+// that column NaN; a NaN in a masked-out token changes nothing.
+TEST(Pooling, MaxKeepsNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t T = 4, C = 3;
+  PoolingConfig max_pool;
+  max_pool.modes = {"max"};
+  for (int64_t at : {0, 2}) {
+    Tensor x = Tensor::empty({1, T, C});
+    for (int64_t i = 0; i < T * C; ++i) x.data<float>()[i] = static_cast<float>(i % 5);
+    x.data<float>()[at * C + 1] = nan;   // column 1 of a kept token
+    x.data<float>()[3 * C + 2] = nan;    // column 2 of the masked-out token 3
+    const Tensor pooled = pool_tokens(x, int_mask({1, 1, 1, 0}, 1, T), max_pool);
+    EXPECT_TRUE(std::isnan(pooled.data<float>()[1])) << at;
+    EXPECT_FALSE(std::isnan(pooled.data<float>()[0])) << at;
+    EXPECT_FALSE(std::isnan(pooled.data<float>()[2])) << at;
+  }
+}
