@@ -95,7 +95,7 @@ void attention_fused_bf16_ref(const AttentionBlock& a, float* /*scratch*/) {
       if (mx == neg_inf) continue;  // nothing to attend to in this tile
       // m' = max(m, mx) ; p_j = exp(y_j - m') ; l = l·exp(m - m') + sum_j p_j ;
       // acc = acc·exp(m - m') + sum_j bf16(p_j)·bf16(v_j)
-      const float m_new = std::max(m, mx);
+      const float m_new = max_keeping_nan(m, mx);  // a NaN max stays: the later tiles must not reset acc
       const float alpha = m == neg_inf ? 0.f : std::exp(m - m_new);
       float sum = 0.f;
       for (int64_t j = 0; j < limit; ++j) {
@@ -111,9 +111,9 @@ void attention_fused_bf16_ref(const AttentionBlock& a, float* /*scratch*/) {
       }
       m = m_new;
     }
-    // out = acc / l ; zeros when the query attended to nothing
+    // out = acc / l ; zeros when the query attended to nothing (l = 0), NaN when l is
     float* o = a.out + i * a.ld_out;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = l == 0.f ? 0.f : 1.f / l;
     for (int64_t d = 0; d < a.Dv; ++d) o[d] = acc[d] * inv;
   }
 }

@@ -18,7 +18,7 @@ constexpr double kGeluC = 0.044715;
 double act_grad_ref(double x, Act act) {
   switch (act) {
     case Act::none: return 1.0;
-    // forward: x > 0 ? x : 0
+    // forward: x < 0 ? 0 : x
     case Act::relu: return x > 0.0 ? 1.0 : 0.0;
     // forward: x/2 · (1 + erf(x/√2))
     case Act::gelu_erf: return 0.5 * (1.0 + std::erf(x * kSqrt1_2)) + x * std::exp(-0.5 * x * x) * kInvSqrt2Pi;

@@ -32,7 +32,7 @@ const char* act_name(Act act) {
 float act_scalar(float x, Act act) {
   switch (act) {
     case Act::none: return x;
-    case Act::relu: return x > 0.f || std::isnan(x) ? x : 0.f;  // NaN stays NaN, as torch.relu
+    case Act::relu: return x < 0.f ? 0.f : x;  // NaN stays NaN, as torch.relu; bit for bit vmax(0, x) (-0 stays)
     // gelu(x) = x/2 · (1 + erf(x/√2))
     case Act::gelu_erf: return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
     // gelu_tanh(x) = x/2 · (1 + tanh(√(2/π)·(x + 0.044715x³)))

@@ -137,8 +137,10 @@ Tensor pool_tokens_backward(const Tensor& dy_in, const Tensor& x_in, const Tenso
           // in the forward pass this was:  o[c] = max over kept t of x[t][c]
           for (int64_t c = 0; c < C; ++c) {
             int64_t arg = -1;
-            for (int64_t t = 0; t < T; ++t)
-              if (keep[t] && (arg < 0 || xb[t * C + c] > xb[arg * C + c])) arg = t;
+            for (int64_t t = 0; t < T; ++t)  // the forward's choice: the first NaN, else the first max
+              if (keep[t] && (arg < 0 || (!std::isnan(xb[arg * C + c]) &&
+                                          (std::isnan(xb[t * C + c]) || xb[t * C + c] > xb[arg * C + c]))))
+                arg = t;
             if (arg >= 0) dxb[arg * C + c] += g[c];
           }
           continue;

@@ -256,6 +256,9 @@ TEST(AttentionFused, NanScoreGivesNanQueryOnEveryIsa) {
       {{31, 45, 11, true, 0, false, true, false}, NanCase::key},     // causal: queries 0..4 never see key 5
       {{4, 20, 32, false, 0, false, true, false}, NanCase::key_only_unmasked},
       {{4, 20, 32, false, 0, true, true, false}, NanCase::key_only_unmasked},
+      // a NaN key in the first of two key tiles: the second tile's finite scores must not reset the running sums
+      {{9, 140, 16, false, 0, false, true, false}, NanCase::key},
+      {{9, 140, 16, false, 0, true, true, false}, NanCase::key},
   };
   int n = 100;
   for (const NanCase& nc : cases) {

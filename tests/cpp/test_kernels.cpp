@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "kernels/kernels.hpp"
@@ -190,22 +191,24 @@ TEST(Kernels, ActivationsKeepNan) {
       t->gated_f32(gated.data(), rows.data(), 1, static_cast<int64_t>(x.size()), act, Gate::first);
       for (int64_t i : {0, 7, 18}) EXPECT_TRUE(std::isnan(gated[i])) << t->name << " gated " << act_name(act);
     }
-    // a Linear whose output is NaN in column 2 (its weight row 2 holds a NaN), with the activation fused
-    const int64_t M = 3, K = 5, N = 4;
-    std::vector<float> in(M * K, 0.25f), weight(N * K, 0.5f), out(M * N);
-    weight[2 * K + 1] = nan;
-    auto check = [&](const std::string& what) {
-      for (int64_t m = 0; m < M; ++m) {
-        EXPECT_TRUE(std::isnan(out[m * N + 2])) << what << " " << act_name(act) << " row " << m;
-        EXPECT_FALSE(std::isnan(out[m * N + 1])) << what << " " << act_name(act) << " row " << m;
+    // a Linear whose output is NaN in column 2 (its weight row 2 holds a NaN), with the activation fused; the
+    // larger shape splits the unfused relu over threads and runs bf16's row blocks in parallel
+    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{3, 5, 4}, {200, 24, 700}}) {
+      std::vector<float> in(M * K, 0.25f), weight(N * K, 0.5f), out(M * N);
+      weight[2 * K + 1] = nan;
+      auto check = [&](const std::string& what) {
+        for (int64_t m = 0; m < M; ++m) {
+          EXPECT_TRUE(std::isnan(out[m * N + 2])) << what << " " << act_name(act) << " row " << m << " N " << N;
+          EXPECT_FALSE(std::isnan(out[m * N + 1])) << what << " " << act_name(act) << " row " << m << " N " << N;
+        }
+      };
+      for (Precision p : {Precision::f32, Precision::bf16}) {  // packed (bf16: native, or emulated where none)
+        PackedLinear::create(weight.data(), nullptr, N, K, p)->forward(out.data(), in.data(), M, act);
+        check(std::string("packed ") + precision_name(p));
       }
-    };
-    for (Precision p : {Precision::f32, Precision::bf16}) {  // packed (bf16: native, or emulated where none)
-      PackedLinear::create(weight.data(), nullptr, N, K, p)->forward(out.data(), in.data(), M, act);
-      check(std::string("packed ") + precision_name(p));
+      linear_f32_onednn(out.data(), in.data(), weight.data(), nullptr, M, K, N, act);  // the plain weight
+      check("plain");
     }
-    linear_f32_onednn(out.data(), in.data(), weight.data(), nullptr, M, K, N, act);  // the plain weight
-    check("plain");
   }
 }
 

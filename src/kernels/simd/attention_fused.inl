@@ -181,14 +181,10 @@ inline void online_softmax_row(float* row, int64_t nk, int64_t limit, const floa
     const float vm = reduce_max(vmx);
     mx = vm > mx ? vm : mx;
   }
-  if (mx == neg_inf) {
-    if (any_nan(row, limit)) {
-      mx = __builtin_nanf("");  // p = exp(y - m') below: NaN where y is
-    } else {  // fully masked in this tile
-      for (j = 0; j < nk; ++j) row[j] = 0.f;
-      return;
-    }
-  }
+  if (mx == neg_inf && !any_nan(row, limit)) {  // fully masked in this tile
+    for (j = 0; j < nk; ++j) row[j] = 0.f;
+    return;
+  }  // (with a NaN: p = exp(y - m') below is NaN where y is, and so are l and acc)
   // m' = max(m, mx) ; p = exp(y - m') ; alpha = exp(m - m')
   const float m_new = mx > m ? mx : m;
   const float alpha = m == neg_inf ? 0.f : __builtin_expf(m - m_new);
@@ -211,7 +207,8 @@ inline void online_softmax_row(float* row, int64_t nk, int64_t limit, const floa
 // The online softmax of one query row when its scores came with their max (ScoreOut.kmask set: no bias, no
 // causal limit; masked keys and the padding up to nk_pad are -inf): p = exp(y - m') over the padded tile in one
 // pass, each vector of p handed to mm.put_p (the fp32 kernel keeps it in s, the bf16 kernel rounds it for P·V
-// in the same pass). m, l, acc as online_softmax_row; a row with no finite score puts p = 0 and keeps them.
+// in the same pass). m, l, acc as online_softmax_row; a row whose scores are all -inf (no NaN) puts p = 0 and keeps
+// them.
 // Padding lanes give exp(-inf) = vexp's smallest result (<= 2^-149, 0 once rounded to bf16); P·V in fp32 reads
 // only the nk keys.
 template <typename Mm>
@@ -292,10 +289,10 @@ void attention_fused_tiles(const AttentionBlock& a, Mm& mm, float* work) {
       mm.pv(acc, s, nq, nk, premax);  // acc += P·V_tile
     }
   }
-  // out = acc / l ; a query that attended to nothing gets zeros
+  // out = acc / l ; a query that attended to nothing (l = 0) gets zeros, one with a NaN score (l NaN) NaN
   for (int64_t i = 0; i < T; ++i) {
     float* o = a.out + i * a.ld_out;
-    const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+    const float inv = l[i] == 0.f ? 0.f : 1.f / l[i];
     int64_t c = 0;
     for (; c + kWidth <= Dv; c += kWidth) store(o + c, mul(load(o + c), set1(inv)));
     for (; c < Dv; ++c) o[c] *= inv;

@@ -1,7 +1,7 @@
 // Vector math shared by the ISA instantiations (needs a Vec from simd/vec_*.inl).
 
 // exp(x): x = n·ln2 + r, |r| <= ln2/2; exp(r) by its degree-7 Taylor polynomial (rel. error < 1e-8
-// before rounding); exp(x) = 2^n·exp(r). -inf and x < -104 give 0; x > 88.7 saturates near FLT_MAX.
+// before rounding); exp(x) = 2^n·exp(r). -inf and x < -104 give 0; x > 88.7 saturates near FLT_MAX; NaN gives NaN.
 inline Vec vexp(Vec x) {
   // Clamped to [-104, 88.72] with NaN kept: min/max return their second operand when either is NaN, so x goes
   // second (clamped the other way round, exp(NaN) was exp(-104) = 0, and a NaN score dropped out of a softmax).
