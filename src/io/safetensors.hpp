@@ -95,7 +95,6 @@ struct NonFiniteTensors {
   std::vector<std::pair<std::string, std::string>> found;  // (name, description), the first kKept
   int64_t count = 0;                                        // how many tensors hold NaN or Inf
   bool scanned_all = true;                                  // false: stopped at max_bytes (count is a lower bound)
-  int64_t unreadable = 0;                                   // tensors skipped because reading them threw
 };
 NonFiniteTensors find_non_finite_tensors(const WeightStore& store, uint64_t max_bytes);
 

@@ -147,14 +147,6 @@ inline void update_running(float& m, float& l, float* acc, int64_t Dv, float m_n
   m = m_new;
 }
 
-// Whether row[0, n) holds a NaN. Asked only of a row whose max came out -inf: max and reduce_max drop a NaN lane
-// beside a -inf one, and a NaN score must give the query NaN (as the reference twin does), not a masked key.
-inline bool any_nan(const float* row, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    if (row[j] != row[j]) return true;
-  return false;
-}
-
 // One query row of the online softmax over a key tile (see the file comment): keys [0, limit) of the tile
 // count, [limit, nk) are masked. When the tile leaves this query nothing to attend to, its p row is zeroed and
 // m, l, acc stay as they were.

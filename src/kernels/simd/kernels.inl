@@ -22,13 +22,9 @@ void softmax_masked_f32(float* x, int64_t cols, float scale, const float* mask_a
   }
   float vm = reduce_max(vmaxacc);
   max_v = vm > max_v ? vm : max_v;
-  if (max_v == neg_inf) {
-    bool nan = false;  // the max drops NaN: a row of -inf and NaN is NaN (exp below keeps it), not masked
-    for (int64_t i = 0; i < limit && !nan; ++i) nan = x[i] != x[i];
-    if (!nan) {  // nothing to attend to: zeros, not NaN
-      for (int64_t i = 0; i < cols; ++i) x[i] = 0.f;
-      return;
-    }
+  if (max_v == neg_inf && !any_nan(x, limit)) {  // nothing to attend to: zeros, not NaN (a NaN stays, math.inl)
+    for (int64_t i = 0; i < cols; ++i) x[i] = 0.f;
+    return;
   }
   // p = exp(y - m) ; sum
   Vec vsum = set1(0.f);

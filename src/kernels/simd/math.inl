@@ -47,6 +47,15 @@ inline Vec verf(Vec a) {
 // tanh(y) = 1 - 2/(1 + exp(2y)); saturates correctly at ±1.
 inline Vec vtanh(Vec y) { return sub(set1(1.f), div(set1(2.f), add(set1(1.f), vexp(add(y, y))))); }
 
+// Whether row[0, n) holds a NaN. The softmaxes ask it only of a row whose max came out -inf: max and reduce_max
+// drop a NaN lane beside a -inf one, and a NaN score must make the row NaN (as the reference twins do), not a
+// masked one.
+inline bool any_nan(const float* row, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    if (row[j] != row[j]) return true;
+  return false;
+}
+
 inline Vec vact(Vec x, Act act) {
   switch (act) {
     case Act::none: return x;
