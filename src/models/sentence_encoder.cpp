@@ -48,9 +48,24 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// sentence-transformers' Dense: y = act(x·Wᵀ + b), plus the input again with use_residual (through residual_weight,
+// no bias, when in_features != out_features).
 struct DenseModule {
-  Tensor weight, bias;
+  Tensor weight, bias, residual_weight;
   kernels::Act act = kernels::Act::none;
+  bool residual = false;
+  Tensor forward(const Tensor& x) const {
+    Tensor y = ops::linear_forward(x, weight, bias, act);
+    if (!residual) return y;
+    return ops::add_forward(y, residual_weight.defined() ? ops::linear_forward(x, residual_weight, Tensor(), kernels::Act::none) : x);
+  }
+};
+
+// A module after Pooling, in modules.json's order: a Dense, or a Normalize that more modules follow (the trailing
+// Normalize is Impl::normalize, which EncodeOptions::normalize can override).
+struct SentenceStep {
+  enum Kind { dense, normalize } kind;
+  DenseModule module;  // kind == dense
 };
 
 kernels::Act dense_activation(const std::string& name, const std::string& where) {
@@ -60,6 +75,15 @@ kernels::Act dense_activation(const std::string& name, const std::string& where)
   if (ends_with(name, ".GELU")) return kernels::Act::gelu_erf;
   if (ends_with(name, ".SiLU")) return kernels::Act::silu;
   throw Error(where + ": activation_function '" + name + "' is not supported (Identity, Tanh, ReLU, GELU, SiLU)");
+}
+
+// sentence-transformers >= 5 lets Dense and Normalize read and write any feature (module_input_name,
+// module_output_name: e.g. token_embeddings in multi-vector models); encore's pipeline runs them on the pooled
+// sentence embedding, their default.
+void expect_sentence_embedding_io(const io::JsonAt& cfg) {
+  for (const char* key : {"module_input_name", "module_output_name"})
+    if (cfg.has(key) && !cfg[key].json().is_null() && cfg[key].str() != "sentence_embedding")
+      cfg[key].fail("\"sentence_embedding\" (encore runs Dense and Normalize on the pooled sentence embedding only)");
 }
 
 bool all_finite(const Tensor& t) {
@@ -128,8 +152,8 @@ struct SentenceEncoder::Impl {
   std::shared_ptr<Tokenizer> tokenizer_whole;  // no truncation: to report over-long texts when truncate=false
   std::shared_ptr<Tokenizer> tokenizer_left;   // truncates at the start (TEI's truncation_direction "left")
   PoolingConfig pooling;
-  std::vector<DenseModule> dense;
-  bool normalize = false;
+  std::vector<SentenceStep> after_pooling;  // Dense and inner Normalize modules, in modules.json's order
+  bool normalize = false;                   // the pipeline ends with Normalize
   bool do_lower_case = false;
   int64_t max_seq_length = 512;
   int64_t dimension = 0;
@@ -183,6 +207,7 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
   } else {
     modules = {{"sentence_transformers.models.Transformer", root}, {"sentence_transformers.models.Pooling", fs::path()}};
   }
+  bool have_pooling = false;
   for (auto& [type, dir] : modules) {
     impl->module_types.push_back(type);
     if (ends_with(type, ".Transformer")) {
@@ -233,8 +258,17 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
                                   std::to_string(impl->dimension) + ", max_seq_length " +
                                   std::to_string(impl->max_seq_length));
     } else if (ends_with(type, ".Pooling")) {
-      ENCORE_CHECK(impl->model, "modules.json: Pooling before the Transformer module");
-      if (!dir.empty() && fs::exists(dir / "config.json")) impl->pooling = read_pooling(dir);
+      ENCORE_CHECK_AS(ModelFormatError, impl->model, "modules.json in '", model_dir,
+                      "': Pooling before the Transformer module");
+      // A second Pooling would pool the token embeddings again and replace what the modules between did.
+      ENCORE_CHECK_AS(ModelFormatError, !have_pooling, "modules.json in '", model_dir, "': a second Pooling module ('",
+                      dir.string(), "'); encore runs pipelines that pool once");
+      if (!dir.empty()) {  // listed in modules.json: its config says the modes (sentence-transformers needs it too)
+        ENCORE_CHECK_AS(ModelFormatError, fs::exists(dir / "config.json"), "Pooling module '", dir.string(),
+                        "' has no config.json (the pooling modes)");
+        impl->pooling = read_pooling(dir);
+      }
+      have_pooling = true;
       impl->dimension *= static_cast<int64_t>(impl->pooling.modes.size());
       std::string modes;
       for (auto& m : impl->pooling.modes) modes += (modes.empty() ? "" : "+") + m;
@@ -243,14 +277,20 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       const fs::path file = dir / "config.json";
       const Json cfg_json = io::read_json_file(file);
       const io::JsonAt cfg(cfg_json, file.string());
+      cfg.expect_object();
+      expect_sentence_embedding_io(cfg);
+      ENCORE_CHECK_AS(ModelFormatError, have_pooling, "modules.json in '", model_dir, "': Dense module '", dir.string(),
+                      "' before Pooling (a Dense reads the pooled sentence embedding)");
       const int64_t in = cfg["in_features"].integer(1, 1 << 20), out = cfg["out_features"].integer(1, 1 << 20);
       const std::string act = cfg.get_or("activation_function", "");
-      ENCORE_CHECK(in == impl->dimension, "Dense module '", dir.string(), "': in_features ", in,
-                   " does not match the incoming dimension ", impl->dimension);
-      ENCORE_CHECK(!fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "model.safetensors"), "Dense module '",
-                   dir.string(), "' only has pytorch_model.bin (a pickle, never loaded); re-save it with safetensors");
+      if (in != impl->dimension)
+        cfg["in_features"].fail("the incoming dimension " + std::to_string(impl->dimension));
+      ENCORE_CHECK_AS(ModelFormatError, !fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "model.safetensors"),
+                      "Dense module '", dir.string(),
+                      "' only has pytorch_model.bin (a pickle, never loaded); re-save it with safetensors");
       io::WeightStore w = io::WeightStore::open_file((dir / "model.safetensors").string());
-      DenseModule d;
+      SentenceStep step{SentenceStep::dense, {}};
+      DenseModule& d = step.module;
       d.weight = w.get_f32("linear.weight");
       check_shape(d.weight, "Dense linear.weight", {out, in});
       if (cfg.get_or("bias", true)) {
@@ -258,18 +298,36 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
         check_shape(d.bias, "Dense linear.bias", {out});
       }
       d.act = dense_activation(act, file.string());
-      impl->dense.push_back(d);
+      d.residual = cfg.get_or("use_residual", false);
+      if (d.residual && in != out) {
+        d.residual_weight = w.get_f32("residual.weight");
+        check_shape(d.residual_weight, "Dense residual.weight", {out, in});
+      }
+      if (impl->normalize) impl->after_pooling.push_back({SentenceStep::normalize, {}});  // a Normalize before it
+      impl->normalize = false;
+      impl->after_pooling.push_back(std::move(step));
       impl->dimension = out;
       impl->description.push_back("Dense: " + std::to_string(in) + " -> " + std::to_string(out) + ", " +
-                                  (act.empty() ? std::string("identity") : act));
+                                  (act.empty() ? std::string("identity") : act) + (d.residual ? ", residual" : ""));
     } else if (ends_with(type, ".Normalize")) {
-      impl->normalize = true;
-      impl->description.push_back("Normalize: L2");
+      if (!dir.empty() && fs::exists(dir / "config.json")) {
+        const fs::path file = dir / "config.json";
+        const Json cfg_json = io::read_json_file(file);
+        const io::JsonAt cfg(cfg_json, file.string());
+        cfg.expect_object();
+        expect_sentence_embedding_io(cfg);
+      }
+      // Before Pooling there is no sentence embedding yet: sentence-transformers' Normalize then does nothing.
+      if (have_pooling) impl->normalize = true;
+      impl->description.push_back(have_pooling ? "Normalize: L2" : "Normalize: before Pooling, no effect");
     } else {
-      throw Error("modules.json in '" + model_dir + "': module type '" + type +
-                  "' is not supported (Transformer, Pooling, Dense, Normalize)");
+      throw ModelFormatError("modules.json in '" + model_dir + "': module type '" + type +
+                             "' is not supported (Transformer, Pooling, Dense, Normalize)");
     }
   }
+  // sentence-transformers gives no sentence embedding without a Pooling module either
+  ENCORE_CHECK_AS(ModelFormatError, !impl->model || have_pooling, "modules.json in '", model_dir,
+                  "' has no Pooling module (nothing turns the token embeddings into a sentence embedding)");
   ENCORE_CHECK(impl->model, "'", model_dir, "' has no Transformer module");
   read_prompts(root / "config_sentence_transformers.json", impl->prompts, impl->default_prompt_name);
   SentenceEncoder enc(impl);
@@ -294,6 +352,8 @@ Tensor SentenceEncoder::encode(const std::vector<std::string>& texts, const Enco
     encode_batches(texts, opt, to, [&](const std::vector<const Encoding*>&, const std::vector<int64_t>& rows,
                                        const TokenizedEncodeOutput& out) {
       const int64_t C = out.embeddings.size(1);
+      ENCORE_CHECK_AS(InternalError, C == m.dimension, "SentenceEncoder: the pipeline made ", C,
+                      " dimensions, its modules say ", m.dimension);
       for (size_t i = 0; i < rows.size(); ++i)
         std::copy_n(out.embeddings.data<float>() + i * C, C, result.data<float>() + rows[i] * C);
     });
@@ -426,7 +486,8 @@ TokenizedEncodeOutput SentenceEncoder::encode_tokenized(const std::vector<const 
   ModelOutput out = m.model->forward(ids, mask, types, fo);
   TokenizedEncodeOutput result;
   Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling, options.prompt_length);
-  for (const auto& d : m.dense) emb = ops::linear_forward(emb, d.weight, d.bias, d.act);
+  for (const SentenceStep& step : m.after_pooling)
+    emb = step.kind == SentenceStep::dense ? step.module.forward(emb) : normalize_rows(emb);
   result.embeddings = options.normalize ? normalize_rows(emb) : emb;
   if (!options.allow_nonfinite && !all_finite(result.embeddings))
     report_nonfinite(m, ids, mask, types, options.normalize, B);
@@ -479,9 +540,16 @@ void SentenceEncoder::report_nonfinite(const Impl& m, const Tensor& ids, const T
   if (!all_finite(out.last_hidden_state)) throw nonfinite_in("the encoder's last hidden state");
   Tensor emb = pool_tokens(out.last_hidden_state, mask, m.pooling);
   if (!all_finite(emb)) throw nonfinite_in("the pooling");
-  for (size_t i = 0; i < m.dense.size(); ++i) {
-    emb = ops::linear_forward(emb, m.dense[i].weight, m.dense[i].bias, m.dense[i].act);
-    if (!all_finite(emb)) throw nonfinite_in("Dense module " + std::to_string(i));
+  int64_t dense_index = 0;
+  for (const SentenceStep& step : m.after_pooling) {
+    if (step.kind == SentenceStep::dense) {
+      emb = step.module.forward(emb);
+      if (!all_finite(emb)) throw nonfinite_in("Dense module " + std::to_string(dense_index));
+      ++dense_index;
+    } else {
+      emb = normalize_rows(emb);
+      if (!all_finite(emb)) throw nonfinite_in("a Normalize module");
+    }
   }
   throw nonfinite_in(normalize ? "the L2 normalisation" : "the output");
 }

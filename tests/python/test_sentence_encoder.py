@@ -122,3 +122,95 @@ def test_pooling_modes_and_dense(tmp_path, mode):
     ref = st.encode(texts, batch_size=16)
     got = encore.SentenceEncoder(str(tmp_path)).encode(texts, batch_size=16)
     compare(got, ref, f"pooling {mode}")
+
+
+def _pipeline(tmp_path, name, *modules):
+    from sentence_transformers.models import Transformer
+    torch.manual_seed(0)
+    st = SentenceTransformer(modules=[Transformer(MODEL), *modules], device="cpu")
+    path = tmp_path / name
+    st.save(str(path))
+    return st, str(path)
+
+
+def test_modules_run_in_their_order_and_dense_residuals(tmp_path):
+    """modules.json's order is the order things run in, as sentence-transformers' Sequential: a Normalize between
+    Dense modules normalises there, a Normalize before Pooling does nothing, and a Dense with use_residual adds its
+    input (through its residual Linear when the sizes differ). Before, encore ran Pooling, every Dense, then one
+    Normalize whatever the order (Dense(normalize(x)) came out as normalize(Dense(x)): max abs diff 0.217) and ignored
+    use_residual."""
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling
+    texts = CORPUS[:40] + CORPUS[-3:]
+    pipelines = {
+        "normalize_then_dense": [Pooling(384, pooling_mode="mean"), Normalize(),
+                                 Dense(384, 64, activation_function=torch.nn.Tanh())],
+        "residual_same_size": [Pooling(384, pooling_mode="cls"),
+                               Dense(384, 384, activation_function=torch.nn.GELU(), use_residual=True), Normalize()],
+        "residual_projected_inner_normalize": [
+            Pooling(384, pooling_mode=("mean", "max")),
+            Dense(768, 64, bias=False, activation_function=torch.nn.Tanh(), use_residual=True), Normalize(),
+            Dense(64, 32, activation_function=None), Normalize(), Normalize()],
+        "normalize_before_pooling": [Normalize(), Pooling(384, pooling_mode="mean"),
+                                     Dense(384, 48, activation_function=torch.nn.ReLU())],
+    }
+    for name, modules in pipelines.items():
+        st, path = _pipeline(tmp_path, name, *modules)
+        ref = st.encode(texts, batch_size=16)
+        got = encore.SentenceEncoder(path).encode(texts, batch_size=16)
+        compare(got, ref, name)
+    # the projected residual is part of the result: the same pipeline without it differs
+    st, _ = _pipeline(tmp_path, "plain", Pooling(384, pooling_mode=("mean", "max")),
+                      Dense(768, 64, bias=False, activation_function=torch.nn.Tanh()), Normalize(),
+                      Dense(64, 32, activation_function=None), Normalize())
+    with_residual = encore.SentenceEncoder(str(tmp_path / "residual_projected_inner_normalize")).encode(texts[:4])
+    assert np.abs(with_residual - st.encode(texts[:4])).max() > 1e-2
+
+
+def _edit_modules(path, edit):
+    file = pathlib.Path(path) / "modules.json"
+    file.write_text(json.dumps(edit(json.loads(file.read_text()))))
+
+
+def test_pipelines_encore_cannot_run_are_refused_by_name(tmp_path):
+    """Pipelines that sentence-transformers refuses, or that run modules on token embeddings, give a
+    ModelFormatError naming the module, never a silent default. Before: a second Pooling module scrambled the output
+    rows (one text's vector spread over two rows, a third row all zeros), and a missing Pooling config or module
+    became mean pooling."""
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling
+    _, base = _pipeline(tmp_path, "base", Pooling(384, pooling_mode=("mean", "max")), Normalize())
+
+    def variant(name, edit_modules=None, edit_dir=None):
+        path = tmp_path / name
+        import shutil
+        shutil.copytree(base, path)
+        if edit_modules:
+            _edit_modules(path, edit_modules)
+        if edit_dir:
+            edit_dir(path)
+        return str(path)
+
+    def second_pooling(mods):
+        return mods[:2] + [dict(mods[1], idx=2)] + [dict(m, idx=m["idx"] + 1) for m in mods[2:]]
+
+    cases = {
+        "second_pooling": (variant("two_poolings", second_pooling), "a second Pooling module"),
+        "no_pooling": (variant("no_pooling", lambda mods: [m for m in mods if not m["type"].endswith("Pooling")]),
+                       "has no Pooling module"),
+        "pooling_config_missing": (variant("no_pooling_config", edit_dir=lambda p: (p / "1_Pooling" / "config.json").unlink()),
+                                   "has no config.json"),
+    }
+    # sentence-transformers cannot load the last two either
+    for name in ("no_pooling", "pooling_config_missing"):
+        with pytest.raises(Exception):
+            SentenceTransformer(cases[name][0], device="cpu").encode(["a text"])
+    # a Dense before Pooling, and a Dense on token embeddings (module_input_name): no sentence embedding to read
+    _, dense_first = _pipeline(tmp_path, "dense_first", Dense(384, 384, activation_function=None),
+                               Pooling(384, pooling_mode="mean"))
+    cases["dense_before_pooling"] = (dense_first, "before Pooling")
+    _, token_dense = _pipeline(tmp_path, "token_dense",
+                               Dense(384, 32, module_input_name="token_embeddings"), Pooling(32, pooling_mode="mean"))
+    cases["token_level_dense"] = (token_dense, "module_input_name")
+    for name, (path, message) in cases.items():
+        with pytest.raises(encore.ModelFormatError, match=message):
+            encore.SentenceEncoder(path)
+
