@@ -361,7 +361,11 @@ std::vector<std::string> WeightStore::names() const {
 }
 
 std::string describe_first_non_finite(const WeightStore& store, const std::string& name) {
-  const Tensor w = store.get_f32(name).contiguous();
+  return describe_first_non_finite(store.get_f32(name), "'" + name + "'");
+}
+
+std::string describe_first_non_finite(const Tensor& values, const std::string& label) {
+  const Tensor w = values.contiguous();
   const float* p = w.data<float>();
   const int64_t n = w.numel(), cols = w.dim() >= 2 ? w.size(-1) : n;
   for (int64_t i = 0; i < n; ++i) {
@@ -369,7 +373,7 @@ std::string describe_first_non_finite(const WeightStore& store, const std::strin
     const std::string value = std::isnan(p[i]) ? "nan" : p[i] > 0 ? "inf" : "-inf";
     const std::string at = w.dim() >= 2 ? "row " + std::to_string(i / cols) + ", column " + std::to_string(i % cols)
                                         : "index " + std::to_string(i);
-    return "'" + name + "' has a non-finite value (" + value + ") at " + at;
+    return label + " has a non-finite value (" + value + ") at " + at;
   }
   return {};
 }

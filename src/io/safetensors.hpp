@@ -88,6 +88,8 @@ class WeightStore {
 // The first non-finite value of float tensor `name`: "'<name>' has a non-finite value (nan) at row r, column c"
 // (rows: the last dimension's; "at index i" for 1-D), empty if it has none.
 std::string describe_first_non_finite(const WeightStore& store, const std::string& name);
+// The same for float32 values already read, described as "<label> has a non-finite value ...".
+std::string describe_first_non_finite(const Tensor& values, const std::string& label);
 // Every float tensor of the store, in natural name order (layer 2 before layer 10), until `max_bytes` of them are
 // read: those with a non-finite value, described as above. A tensor that cannot be read is skipped.
 struct NonFiniteTensors {

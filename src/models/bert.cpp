@@ -17,7 +17,7 @@ std::unique_ptr<EncoderModel> load_bert(const HfConfig& cfg, const io::WeightSto
   Weights root(store, "");
   Weights w = root.sub(m->hf_checkpoint_prefix);
   m->embeddings = TokenEmbeddings::load(w, cfg, d.hidden, true);
-  m->embeddings.word_embeddings.padding_idx = cfg.get_int("pad_token_id", 0, 0, 10'000'000);
+  m->embeddings.word_embeddings.padding_idx = m->info.pad_token_id;
   m->layer_names = bert_layer_names();
   m->load_layers(w, d, d.layers, [](int64_t i) { return "encoder.layer." + std::to_string(i) + "."; });
   m->set_hf_dropout(cfg.get_double("hidden_dropout_prob", 0.1), cfg.get_double("attention_probs_dropout_prob", 0.1));

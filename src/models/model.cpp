@@ -68,17 +68,25 @@ std::string HfConfig::get_string(const std::string& key, std::optional<std::stri
   return io::JsonAt(json_[key], source_, "/" + key).str();
 }
 
+namespace {
+constexpr int64_t kPlaceholderLimit = int64_t{64} << 20;  // bytes of zeros standing in for missing tensors
+constexpr int64_t kMissingLimit = 1000;                    // missing tensors listed before giving up
+}  // namespace
+
 Tensor Weights::take(const std::string& name, const Shape& expected) {
   const std::string full = prefix_ + name;
   if (!store_.contains(full)) {
     shared_->missing.push_back(full);
     // Placeholders let the loader list every missing tensor at once; their cost is checked before they are
-    // allocated (a header-less file with a large config would otherwise allocate the whole model in zeros).
-    constexpr int64_t kPlaceholderLimit = int64_t{64} << 20;
+    // allocated (a header-less file with a large config would otherwise allocate the whole model in zeros), and
+    // so is their count: a config asking for a million tiny layers (ALBERT's num_hidden_groups x inner_group_num)
+    // would otherwise build them all, ~10 GB of modules and names, before listing what is missing.
     int64_t elems = 1;
     for (int64_t d : expected) elems = d > 0 && elems > (int64_t{1} << 40) / d ? (int64_t{1} << 40) : elems * d;
     shared_->placeholder_bytes += elems * 4;
-    if (store_.names().empty() || shared_->placeholder_bytes > kPlaceholderLimit) finish();
+    if (store_.names().empty() || shared_->placeholder_bytes > kPlaceholderLimit ||
+        static_cast<int64_t>(shared_->missing.size()) >= kMissingLimit)
+      finish();
     return Tensor::zeros(expected);  // placeholder; finish() refuses the model
   }
   std::optional<Tensor> int8 = take_int8_weight(store_, full);  // quantized checkpoints (quantize.cpp)
@@ -100,7 +108,8 @@ void Weights::finish() const {
   for (size_t i = 0; i < shared_->missing.size() && i < 50; ++i) msg += " '" + shared_->missing[i] + "'";
   if (shared_->missing.size() > 50) msg += " ...";
   if (store_.names().empty()) msg += " (the file holds no tensors at all)";
-  else if (shared_->placeholder_bytes > (int64_t{64} << 20)) msg += " (stopped listing: more are missing)";
+  else if (shared_->placeholder_bytes > kPlaceholderLimit || static_cast<int64_t>(shared_->missing.size()) >= kMissingLimit)
+    msg += " (stopped looking: the model may need more)";
   throw ModelFormatError(msg);
 }
 
@@ -251,7 +260,12 @@ void warn_if_head_ignored(const std::string& model_dir, const ModelInfo& info, c
 std::string describe_first_non_finite_layer_weight(EncoderModel& model, const io::WeightStore& store) {
   for (const std::string& name : model.layer_linear_weight_names()) {
     if (!store.contains(name)) continue;
-    const std::string where = io::describe_first_non_finite(store, name);
+    // an int8 checkpoint's weight is what the model runs: its codes times int8_scale, with int8_column_values
+    const std::optional<Tensor> dequantized = take_int8_weight(store, name);
+    const std::string where =
+        dequantized ? io::describe_first_non_finite(*dequantized, "'" + name + "' (int8, dequantized with its int8_scale"
+                                                                              " and int8_column_values)")
+                    : io::describe_first_non_finite(store, name);
     if (!where.empty()) return "weight " + where;
   }
   return {};
@@ -434,6 +448,10 @@ TokenEmbeddings TokenEmbeddings::load(Weights& w, const HfConfig& cfg, int64_t E
   if (with_types) {
     const int64_t types = cfg.get_int("type_vocab_size", 2, 0, 1'000'000);
     if (types > 0) e.token_type_embeddings = nn::Embedding(w.take("embeddings.token_type_embeddings.weight", {types, E}));
+    // 0 means no token-type term; a stored table would then be dropped silently (transformers refuses the shape)
+    ENCORE_CHECK_AS(ModelFormatError, types > 0 || !w.has("embeddings.token_type_embeddings.weight"), "'",
+                    cfg.source(), "' /type_vocab_size: 0 (no token-type embeddings), but the checkpoint stores ",
+                    "embeddings.token_type_embeddings.weight: config.json and the weights disagree");
   }
   e.norm = nn::LayerNorm(E, cfg.get_double("layer_norm_eps", 1e-12));
   e.norm.weight = w.take("embeddings.LayerNorm.weight", {E});
@@ -538,7 +556,9 @@ void fill_info(ModelInfo& info, const HfConfig& cfg, const EncoderDims& d) {
   info.hidden_act = d.activation;
   info.vocab_size = cfg.get_int("vocab_size", 0, 0, 10'000'000);
   info.max_position_embeddings = cfg.get_int("max_position_embeddings", 512, 1, 1'000'000);
-  info.pad_token_id = cfg.get_int("pad_token_id", 0, 0, 10'000'000);
+  // A row of the word embeddings (transformers' nn.Embedding(padding_idx=) refuses one past the table); an id out
+  // of range would otherwise fail only when a batch needs padding, blaming the input.
+  info.pad_token_id = cfg.get_int("pad_token_id", 0, 0, info.vocab_size > 0 ? info.vocab_size - 1 : 10'000'000);
 }
 
 Tensor first_token(const Tensor& x) { return x.select(1, 0).contiguous(); }

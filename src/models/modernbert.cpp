@@ -96,7 +96,7 @@ ModernBertConfig read_config(const HfConfig& cfg) {
   c.intermediate = cfg.get_int("intermediate_size", 1152, 1, 1 << 20);
   c.vocab = cfg.get_int("vocab_size", 50368, 1, 10'000'000);
   c.max_positions = cfg.get_int("max_position_embeddings", 8192, 1, 1 << 24);
-  c.pad_token_id = cfg.get_int("pad_token_id", 50283, 0, 10'000'000);
+  c.pad_token_id = cfg.get_int("pad_token_id", 50283, 0, c.vocab - 1);  // a row of the embeddings, as in fill_info
   c.norm_eps = cfg.get_double("norm_eps", 1e-5);
   c.norm_bias = read_bool(cfg, "norm_bias", false);
   c.attention_bias = read_bool(cfg, "attention_bias", false);

@@ -353,3 +353,42 @@ def test_nonfinite_key_weight_is_named_as_the_checkpoint_stores_it(model_dir, tm
             "weight 'encoder.layer.2.attention.self.key.weight' has a non-finite value (-inf) at row 7, column 11")):
         encore.AutoModel.load(str(broken), dtype="int8")
     encore.AutoModel.load(str(broken), dtype="fp32")  # fp32 loads it; its forward reports what the -inf produces
+
+
+def test_quantized_checkpoint_whose_dequantized_weight_overflows_is_named(quantized_dir, tmp_path):
+    """An int8 checkpoint's weight is its codes times int8_scale (plus its f32 columns): a scale of 3e38 makes
+    codes of +-127 infinite, and a NaN among int8_column_values is NaN. The int8 load names the stored tensor, its
+    element and the value as for a float checkpoint (before: "weight row 0 has a non-finite value", no tensor)."""
+    from safetensors.numpy import load_file, save_file
+
+    name = "encoder.layer.0.output.dense.weight"
+    original = load_file(str(quantized_dir / "model.safetensors"))
+    codes = original[name]
+    assert codes.dtype == np.int8
+    row = 5
+    with np.errstate(over="ignore"):
+        dequantized = codes[row].astype(np.float32) * np.float32(3e38)  # |code| >= 2 overflows float32
+    col = int(np.argmax(~np.isfinite(dequantized)))
+    value = "inf" if codes[row, col] > 0 else "-inf"
+    broken = tmp_path / "scale"
+    shutil.copytree(quantized_dir, broken)
+    tensors = dict(original)
+    scale = tensors[name + ".int8_scale"].copy()
+    scale[row] = 3e38
+    tensors[name + ".int8_scale"] = scale
+    save_file(tensors, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(encore.ModelFormatError, match=re.escape(
+            f"weight '{name}' (int8, dequantized with its int8_scale and int8_column_values) has a non-finite value "
+            f"({value}) at row {row}, column {col}")):
+        encore.AutoModel.load(str(broken), dtype="int8")
+    assert name + ".int8_column_values" in original  # all-MiniLM-L6-v2 layer 0's FFN output keeps f32 columns
+    broken = tmp_path / "columns"
+    shutil.copytree(quantized_dir, broken)
+    tensors = dict(original)
+    values = tensors[name + ".int8_column_values"].copy()
+    values[3, 0] = np.nan
+    tensors[name + ".int8_column_values"] = values
+    column = int(tensors[name + ".int8_columns"][0])
+    save_file(tensors, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(encore.ModelFormatError, match=re.escape(f"(nan) at row 3, column {column}")):
+        encore.AutoModel.load(str(broken), dtype="int8")
