@@ -196,6 +196,11 @@ void linear_f32_onednn(float* out, const float* in, const float* weight, const f
 void gemm_f32_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: C = beta·C, as gemm_f32_ref (dnnl_sgemm refuses K = 0: attention over zero keys)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) C[m * ldc + n] = beta == 0.f ? 0.f : beta * C[m * ldc + n];
+    return;
+  }
   const runtime::ThreadLimit threads(runtime::threads_for_flops(2.0 * static_cast<double>(M * N * K)));
   std::optional<runtime::DeferAsyncSignals> defer;
   if (K > runtime::kMaxUnguardedK) defer.emplace();  // dnnl_sgemm may run the no-copy kernels

@@ -54,6 +54,10 @@ class ThreadLimit {
 // on its CPU runs at once. Costs one parallel region (~1-2 µs hot).
 void spread_team();
 
+// fn(b, e) over [begin, end) split into one contiguous range per thread (at least `grain` indices each), at most
+// max_threads threads (0: num_threads()); serial inside a parallel region. An exception must not leave an OpenMP
+// region (the process would terminate): one ends its thread's range, and once every thread is done the exception
+// of the lowest failing range is rethrown, the one a serial loop would throw first.
 template <typename Fn>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, Fn&& fn, int max_threads = 0) {
   const int64_t n = end - begin;
@@ -67,6 +71,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, Fn&& fn, int max_th
     fn(begin, end);
     return;
   }
+  std::mutex mutex;
+  int64_t first_bad = end;
+  std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num();
@@ -74,33 +81,28 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, Fn&& fn, int max_th
     const int64_t chunk = n / nt, rest = n % nt;
     const int64_t b = begin + t * chunk + std::min(t, rest);
     const int64_t e = b + chunk + (t < rest ? 1 : 0);
-    if (b < e) fn(b, e);
-  }
-}
-
-// fn(i) for every i in [begin, end), split as parallel_for splits it. An exception must not leave an OpenMP region:
-// one ends its thread's range, and once every thread is done the exception of the lowest failing index is rethrown,
-// the one a serial loop would throw.
-template <typename Fn>
-void parallel_for_each(int64_t begin, int64_t end, int64_t grain, Fn&& fn) {
-  std::mutex mutex;
-  int64_t first_bad = end;
-  std::exception_ptr error;
-  parallel_for(begin, end, grain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
+    if (b < e) {
       try {
-        fn(i);
+        fn(b, e);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
-        if (i < first_bad) {
-          first_bad = i;
+        if (b < first_bad) {
+          first_bad = b;
           error = std::current_exception();
         }
-        return;
       }
     }
-  });
+  }
   if (error) std::rethrow_exception(error);
+}
+
+// fn(i) for every i in [begin, end), split as parallel_for splits it; an exception ends its thread's range, and the
+// one of the lowest failing index is rethrown (parallel_for's rule: ranges are in index order).
+template <typename Fn>
+void parallel_for_each(int64_t begin, int64_t end, int64_t grain, Fn&& fn) {
+  parallel_for(begin, end, grain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(i);
+  });
 }
 
 }  // namespace encore::runtime

@@ -650,3 +650,14 @@ TEST(Kernels, ConvertF32ToBf16MatchesRefBitwise) {
         EXPECT_EQ(mid, ref) << t->name << " len=" << len << " offset=" << offset;
       }
 }
+
+// K = 0 is an empty sum: C = beta·C, as the reference (dnnl_sgemm refuses K = 0; attention over zero keys ran one).
+TEST(Kernels, GemmWithNoInnerDimensionScalesC) {
+  for (float beta : {0.f, 0.5f}) {
+    std::vector<float> got(6, 3.f), want(6, 3.f);
+    gemm_f32_onednn(false, true, 2, 3, 0, 1.f, nullptr, 1, nullptr, 1, beta, got.data(), 3);
+    gemm_f32_ref(false, true, 2, 3, 0, 1.f, nullptr, 1, nullptr, 1, beta, want.data(), 3);
+    EXPECT_EQ(got, want) << "beta " << beta;
+    EXPECT_EQ(got[0], beta * 3.f);
+  }
+}

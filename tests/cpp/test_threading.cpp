@@ -201,3 +201,35 @@ TEST(SpreadTeam, LeavesEveryThreadsAffinityMask) {
 }
 
 }  // namespace
+
+// An exception thrown in a parallel_for range reaches the caller (leaving an OpenMP region with one terminated the
+// process: encore.nn.MultiheadAttention over zero keys aborted Python), and it is the lowest failing range's, the
+// one a serial loop meets first, whichever thread throws first.
+TEST(ParallelFor, ExceptionsReachTheCallerLowestRangeFirst) {
+  ScopedThreads two(2);
+  for (int round = 0; round < 20; ++round) {
+    try {
+      encore::runtime::parallel_for(0, 1000, 1, [&](int64_t b, int64_t e) {
+        if (b >= 500) throw std::runtime_error("second half");  // the second thread throws at once
+        for (volatile int64_t spin = 0; spin < 200000; spin = spin + 1) {
+        }
+        if (b < 500 && e > 0) throw std::runtime_error("first half");
+      });
+      FAIL() << "no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "first half");
+    }
+  }
+  std::vector<int> hit(100, 0);
+  try {
+    encore::runtime::parallel_for_each(0, 100, 1, [&](int64_t i) {
+      if (i == 70 || i == 30) throw std::out_of_range(std::to_string(i));
+      hit[i] = 1;
+    });
+    FAIL() << "no exception";
+  } catch (const std::out_of_range& e) {
+    EXPECT_STREQ(e.what(), "30");
+  }
+  EXPECT_EQ(hit[29], 1);
+  EXPECT_EQ(hit[31], 0);  // a range stops at its first exception
+}

@@ -367,3 +367,22 @@ def test_case_table_covers_every_axis_value():
     assert any(c.vdim not in (None, c.E) for c in CASES)
     for m in MHA_MASK_KINDS:  # each mask kind with every weights mode
         assert {c.weights for c in CASES if c.mask == m} == set(WEIGHT_MODES), m
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_zero_keys(batch_first):
+    """Attention over no keys (S = 0): torch's output is out_proj of zeros (its bias) and the weights are (B, T, 0).
+    encore aborted the process here (dnnl_sgemm refuses K = 0, and the error left an OpenMP region)."""
+    c = AttnCase("zero-keys", B=2, T=5, S=0, batch_first=batch_first)
+    tm, em = build_pair(c)
+    q, k, v = make_inputs(c)
+    assert float(tm.out_proj.bias.detach().abs().max()) > 1e-3  # the expected output is not all zeros
+    for need_weights, average in WEIGHT_MODES.values():
+        for mode in ("eval", "train"):  # train: the forward that keeps what backward needs (dropout p=0.1: on zeros)
+            getattr(tm, mode)()
+            getattr(em, mode)()
+            with torch.no_grad():
+                exp_out, exp_w = tm(t(q), t(k), t(v), need_weights=need_weights, average_attn_weights=average)
+            out, w = em(q, k, v, need_weights=need_weights, average_attn_weights=average)
+            assert_close(out, exp_out.numpy(), TOL_SINGLE, f"zero keys {mode} output")
+            assert (w is None) == (exp_w is None) and (w is None or w.shape == tuple(exp_w.shape)), (mode, need_weights)
