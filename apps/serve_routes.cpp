@@ -8,11 +8,13 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 
 #include "encore/sentence_encoder.hpp"
+#include "encore/records.hpp"
 
 namespace encore::cli {
 
@@ -45,6 +47,12 @@ http::Response error_reply(const HttpError& e) {
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+// A value in an error message: its type and at most 60 characters of it (not the whole 2 MB body echoed back).
+std::string describe(const Json& j) {
+  std::string s = dump(j);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return std::string(j.type_name()) + " " + s;
+}
 
 // Shortest text that reads back as the same float32 (JSON has no NaN/Inf: those become null).
 void append_floats(std::string& out, const float* p, size_t n) {
@@ -103,10 +111,12 @@ std::vector<int64_t> parse_ids(const Json& v, const std::string& what, int64_t v
   std::vector<int64_t> ids;
   ids.reserve(v.size());
   for (const Json& x : v) {
-    if (!x.is_number_integer()) fail(422, what + ": token ids must be integers, got " + dump(x));
-    const int64_t id = x.get<int64_t>();
+    if (!x.is_number_integer()) fail(422, what + ": token ids must be integers, got " + describe(x));
+    // an unsigned id above int64's range would read back negative: compare it as it was written
+    const bool huge = x.is_number_unsigned() && x.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+    const int64_t id = huge ? INT64_MAX : x.get<int64_t>();
     if (id < 0 || id >= vocab)
-      fail(422, what + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      fail(422, what + ": token id " + x.dump() + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     ids.push_back(id);
   }
   if (ids.empty()) fail(400, what + ": an empty list of token ids", "Empty");
@@ -151,11 +161,14 @@ T get_or(const Json& body, const char* key, T fallback) {
   if (!body.contains(key) || body[key].is_null()) return fallback;
   const Json& v = body[key];
   if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) fail(422, std::string("`") + key + "` must be a boolean, got " + dump(v));
+    if (!v.is_boolean()) fail(422, std::string("`") + key + "` must be a boolean, got " + describe(v));
   } else if constexpr (std::is_same_v<T, std::string>) {
-    if (!v.is_string()) fail(422, std::string("`") + key + "` must be a string, got " + dump(v));
+    if (!v.is_string()) fail(422, std::string("`") + key + "` must be a string, got " + describe(v));
   } else {
-    if (!v.is_number_integer()) fail(422, std::string("`") + key + "` must be an integer, got " + dump(v));
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())))
+      fail(422, std::string("`") + key + "` must be an integer in [" + std::to_string(std::numeric_limits<T>::min()) +
+                    ", " + std::to_string(std::numeric_limits<T>::max()) + "], got " + describe(v));
   }
   return v.get<T>();
 }
@@ -169,6 +182,8 @@ Side parse_direction(const Json& body) {
 
 Json parse_body(const http::Request& req) {
   if (req.body.empty()) fail(400, "empty request body: expected a JSON object", "Empty");
+  if (const size_t at = json_too_deep_at(req.body); at != std::string::npos)
+    fail(400, "the request body is not read: " + json_too_deep_message(at));
   Json j;
   try {
     j = Json::parse(req.body);
@@ -428,7 +443,7 @@ struct Router::Impl {
       if (x.is_string()) return {x.get<std::string>(), std::nullopt};
       if (x.is_array() && (x.size() == 1 || x.size() == 2) && std::all_of(x.begin(), x.end(), [](const Json& s) { return s.is_string(); }))
         return {x[0].get<std::string>(), x.size() == 2 ? std::optional<std::string>(x[1].get<std::string>()) : std::nullopt};
-      fail(422, what + " must be a string or a list of one or two strings, got " + dump(x));
+      fail(422, what + " must be a string or a list of one or two strings, got " + describe(x));
     };
     if (v.is_string() || (v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_string())) {
       items.push_back(sequence(v, "`inputs`"));
@@ -476,7 +491,7 @@ struct Router::Impl {
     if (docs.empty()) fail(400, "`" + field + "` cannot be empty", "Empty");
     std::vector<std::string> texts;
     for (size_t i = 0; i < docs.size(); ++i) {
-      if (!docs[i].is_string()) fail(422, "`" + field + "`[" + std::to_string(i) + "] must be a string, got " + dump(docs[i]));
+      if (!docs[i].is_string()) fail(422, "`" + field + "`[" + std::to_string(i) + "] must be a string, got " + describe(docs[i]));
       texts.push_back(docs[i].get<std::string>());
     }
     check_batch_size(texts.size());

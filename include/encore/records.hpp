@@ -29,6 +29,17 @@
 
 namespace encore {
 
+// Arrays and objects nested deeper than this are refused wherever encore parses JSON it is given (JSONL records,
+// request bodies, config and tokenizer files, safetensors headers), before parsing: serde_json, which Hugging Face
+// tokenizers and TEI parse with, stops at 127 levels, so what they read encore reads. Deeper values would overflow
+// the stack in the JSON library's recursive dump and copy (a 140 KB request body of 70,000 '[' killed the server).
+constexpr int kMaxJsonDepth = 128;
+// The byte offset at which `text` opens its (kMaxJsonDepth + 1)-th nested array or object, or std::string::npos if
+// it never does. Strings (with their escapes) are skipped; the text need not be valid JSON.
+size_t json_too_deep_at(std::string_view text);
+// "arrays and objects nested more than 128 levels deep (at byte N)": the error text for json_too_deep_at's offset.
+std::string json_too_deep_message(size_t offset);
+
 enum class RecordFormat { text, jsonl, csv };
 
 // .jsonl / .ndjson -> jsonl, .csv -> csv, anything else (and "-") -> text.

@@ -9,8 +9,16 @@ namespace encore::io {
 
 using Json = nlohmann::json;
 
+std::string describe_json_value(const Json& v, size_t max_chars) {
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > max_chars) s = s.substr(0, max_chars > 3 ? max_chars - 3 : 0) + "...";
+  return std::string(v.type_name()) + " " + s;
+}
+
 nlohmann::json read_json_file(const std::filesystem::path& p) {
   const std::string text = read_text_file(p.string(), "JSON file");
+  if (const size_t at = json_too_deep_at(text); at != std::string::npos)
+    throw ModelFormatError(detail::concat("'", p.string(), "': ", json_too_deep_message(at)));
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {
@@ -24,17 +32,12 @@ std::string escape_pointer_token(const std::string& key) {
   for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
   return out;
 }
-std::string describe(const Json& v) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return std::string(v.type_name()) + " " + s;
-}
 }  // namespace
 
 std::string JsonAt::where() const { return "'" + file_ + "' " + (pointer_.empty() ? "/" : pointer_); }
 
 void JsonAt::fail(const std::string& expected) const {
-  throw ModelFormatError(where() + ": expected " + expected + ", got " + describe(*j_));
+  throw ModelFormatError(where() + ": expected " + expected + ", got " + describe_json_value(*j_));
 }
 
 bool JsonAt::has(const char* key) const {

@@ -15,13 +15,19 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "encore/records.hpp"  // json_too_deep_at
+
 namespace encore::io {
 
+// A JSON value in an error message: its type and at most max_chars of its text ('array [1,2,3,...').
+std::string describe_json_value(const nlohmann::json& v, size_t max_chars = 60);
+
 // Refuses special files before opening (check_readable_file), then parses; errors name the file, and invalid
-// JSON (including numbers out of double range such as 1e999) gives the parser's position.
+// JSON (including numbers out of double range such as 1e999, or nesting beyond kMaxJsonDepth) says where.
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
 class JsonAt {

@@ -13,6 +13,31 @@
 
 namespace encore {
 
+size_t json_too_deep_at(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character (a quote included) is not the string's end
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string::npos;
+}
+
+std::string json_too_deep_message(size_t offset) {
+  return "arrays and objects nested more than " + std::to_string(kMaxJsonDepth) + " levels deep (at byte " +
+         std::to_string(offset) + ")";
+}
+
+
 using Json = nlohmann::ordered_json;  // fields keep their file order (carried into output as they came)
 
 RecordFormat record_format_from_path(const std::string& path) {
@@ -111,6 +136,8 @@ bool RecordReader::next_jsonl(Record& r) {
     r.line = ++line_;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     Json j;
+    if (const size_t at = json_too_deep_at(line); at != std::string::npos)
+      fail(r, "not read: " + json_too_deep_message(at));
     try {
       j = Json::parse(line);
     } catch (const Json::exception& e) {

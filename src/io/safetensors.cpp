@@ -137,6 +137,9 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     return true;
   };
   json header;
+  const std::string_view header_text(reinterpret_cast<const char*>(base + 8), header_len);
+  if (const size_t at = json_too_deep_at(header_text); at != std::string::npos)
+    fail("header: " + json_too_deep_message(at));
   try {
     header = json::parse(reinterpret_cast<const char*>(base + 8), reinterpret_cast<const char*>(base + 8 + header_len), cb);
   } catch (const json::exception& e) {

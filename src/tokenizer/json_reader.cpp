@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "io/json_file.hpp"
+
 namespace encore::tok {
 
 // A float the way serde_json (without its float_roundtrip feature) reads it, which is how the Rust library
@@ -177,6 +179,8 @@ class TokenizerJsonSax {
 };
 
 TokenizerJson read(std::string_view text, const std::string& source, bool flat_vocab) {
+  if (const size_t at = json_too_deep_at(text); at != std::string::npos)
+    throw ModelFormatError(source + ": " + json_too_deep_message(at));
   try {
     TokenizerJson out;
     TokenizerJsonSax sax(out, flat_vocab, text.size());

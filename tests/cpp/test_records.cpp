@@ -154,3 +154,23 @@ TEST(CosSim, MatchesALongDoubleLoopAndTheExactCases) {
 }
 
 }  // namespace
+
+// The nesting limit counts arrays and objects, not brackets inside strings (escaped quotes included).
+TEST(RecordReader, JsonNestingLimitCountsContainersOnly) {
+  using encore::json_too_deep_at;
+  using encore::kMaxJsonDepth;
+  const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_EQ(json_too_deep_at(at_limit), std::string::npos);
+  const std::string past = "[" + at_limit + "]";
+  EXPECT_EQ(json_too_deep_at(past), static_cast<size_t>(kMaxJsonDepth));  // the 129th '['
+  const std::string in_string = R"({"text": ")" + std::string(1000, '[') + R"(\"{{{{ \\", "n": [1]})";
+  EXPECT_EQ(json_too_deep_at(in_string), std::string::npos);
+  // a quote escaped inside a string does not end it; the one after the escaped backslash does
+  const std::string tricky = R"({"a": "\"[[[", "b": "\\")" + std::string(kMaxJsonDepth, '{');
+  EXPECT_EQ(json_too_deep_at(tricky), tricky.size() - 1);
+  // siblings do not add up: depth returns to 1 between them
+  std::string wide = "[";
+  for (int i = 0; i < 1000; ++i) wide += "[[]],";
+  wide += "1]";
+  EXPECT_EQ(json_too_deep_at(wide), std::string::npos);
+}

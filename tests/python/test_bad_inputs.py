@@ -238,6 +238,9 @@ MODEL_CASES = [
     ("hidden-act-unknown", set_json("config.json", ["hidden_act"], "swish9"), 3, ["swish9"]),
     ("hidden-act-number", set_json("config.json", ["hidden_act"], 3), 3, ["/hidden_act"]),
     ("type-vocab-string", set_json("config.json", ["type_vocab_size"], "2"), 3, ["/type_vocab_size"]),
+    # nesting past serde_json's limit, in a field an error message would print (a stack overflow in its dump before)
+    ("config-nested-100k", raw_json("config.json", "hidden_size", "[" * 100000 + "]" * 100000), 3,
+     ["config.json", "nested more than 128 levels deep"]),
     # model.safetensors: the file
     ("st-missing", remove("model.safetensors"), 3, ["model.safetensors"]),
     ("st-empty", write("model.safetensors", b""), 3, ["model.safetensors", "truncated"]),
@@ -499,6 +502,9 @@ TOKENIZER_CASES = [
         (d / "tokenizer.json").read_text().replace('"version":"1.0"', '"version":1e999', 1)), 3,
      ["tokenizer.json", "not valid JSON"]),
     ("tok-top-array", write("tokenizer.json", "[]"), 3, ["tokenizer.json", "object"]),
+    ("tok-nested-100k", lambda d: (d / "tokenizer.json").write_text((d / "tokenizer.json").read_text().replace(
+         '"normalizer":', '"deep": ' + "[" * 100000 + "]" * 100000 + ', "normalizer":', 1)), 3,
+     ["tokenizer.json", "nested more than 128 levels deep"]),
     ("tok-model-missing", tok(["model"], DELETE), 3, ["tokenizer.json", "model"]),
     ("tok-model-type-unknown", tok(["model", "type"], "Magic"), 3, ["Magic"]),
     ("tok-model-type-number", tok(["model", "type"], 4), 3, ["model"]),
@@ -585,6 +591,11 @@ IO_CASES = [
      3, ["x.jsonl:2", "not valid JSON"]),
     ("embed-jsonl-1e999", files(x__jsonl='{"text": "a", "n": 1e999}\n'), ["embed", "-i", "{t}/x.jsonl", "--model", "{m}"],
      3, ["x.jsonl:1"]),
+    # a record's other fields are carried into the output as JSON text: printing 100,000 levels overflowed the stack
+    ("embed-jsonl-nested-100k", files(x__jsonl='{"text": "a"}\n{"text": "b", "x": ' + "[" * 100000 + "]" * 100000 + "}\n"),
+     ["embed", "-i", "{t}/x.jsonl", "--model", "{m}"], 3, ["x.jsonl:2", "nested more than 128 levels deep (at byte 146)"]),  # 19 + 127
+    ("tokenize-jsonl-nested-100k", files(t__jsonl='{"text": "a", "x": ' + "{" * 100000 + "}\n"),
+     ["tokenize", "--jsonl-in", "{t}/t.jsonl", "--tokenizer", "{m}"], 3, ["t.jsonl:1", "nested more than 128"]),
     ("embed-jsonl-huge-int", files(x__jsonl='{"text": 99999999999999999999}\n'),
      ["embed", "-i", "{t}/x.jsonl", "--model", "{m}"], 3, ["x.jsonl:1", "text"]),
     ("embed-jsonl-no-field", files(x__jsonl='{"txt": "a"}\n'), ["embed", "-i", "{t}/x.jsonl", "--model", "{m}"], 3,

@@ -197,10 +197,11 @@ def test_config_asking_for_a_million_layers_stops_at_the_missing_ones(tmp_path):
                    num_hidden_layers=1000, num_hidden_groups=1000, inner_group_num=1000, vocab_size=10,
                    embedding_size=2, max_position_embeddings=8), open(d / "config.json", "w"))
     save_file({"embeddings.word_embeddings.weight": np.zeros((10, 2), np.float32)}, str(d / "model.safetensors"))
-    code = ("import encore, resource, sys\n"
+    # peak RSS from VmHWM: this process's memory since exec (ru_maxrss would count the forking pytest's too)
+    code = ("import encore, sys\n"
             "try:\n    encore.AutoModel.load(sys.argv[1])\nexcept encore.ModelFormatError as e:\n"
             "    print(str(e)[:120].replace('\\n', ' '), '...', str(e)[-60:].replace('\\n', ' '))\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+            "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])\n")
     r = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -232,3 +233,14 @@ def test_pad_token_id_outside_the_vocabulary_is_refused_at_load(good_dir, tmp_pa
     with pytest.raises(Exception):
         T.BertModel.from_pretrained(str(d))
     expect_error(d, "/pad_token_id: expected an integer in [0, 29]", f"got number {pad}")
+
+
+def test_safetensors_header_nested_past_the_limit_is_refused(good_dir, tmp_path):
+    """A header value nested 100,000 deep (within the header size limit) is refused before it is parsed: printing
+    it in an error message recursed once per level."""
+    d = copy_dir(good_dir, tmp_path)
+    header, data = read_st(d / "model.safetensors")
+    raw = json.dumps(header).encode()
+    raw = raw[:-1] + b', "__metadata__": {"x": ' + b"[" * 100000 + b"]" * 100000 + b"}}"
+    write_st(d / "model.safetensors", None, data, raw_header=raw)
+    expect_error(d, "model.safetensors", "header: arrays and objects nested more than 128 levels deep")

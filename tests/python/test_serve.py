@@ -309,6 +309,17 @@ BAD = [
     ("predict on embedder", "POST", "/predict", {"inputs": "a"}, None, 424, "no sequence-classification head"),
     ("sparse on embedder", "POST", "/embed_sparse", {"inputs": "a"}, None, 424, "no sparse"),
     ("bad prompt", "POST", "/embed", {"inputs": "a", "prompt_name": "query"}, None, 422, "prompt_name 'query'"),
+    # 140 KB of nesting overflowed the stack when the error message printed the value (exit 139); TEI's serde_json
+    # refuses past 127 levels too
+    ("nested 70,000 deep", "POST", "/embed", b'{"inputs": "a", "normalize": ' + b"[" * 70000 + b"]" * 70000 + b"}",
+     None, 400, "nested more than 128 levels deep (at byte 156)"),  # the 128th "[" (0-based: 29 + 127)
+    ("nested in an unused field", "POST", "/embed", b'{"inputs": "a", "x": ' + b"{\"a\": " * 129 + b"1" + b"}" * 129 + b"}",
+     None, 400, "nested more than 128 levels deep"),
+    # above int64: read back as -1 before
+    ("huge token id", "POST", "/embed", b'{"inputs": [[101, 18446744073709551615]]}', None, 422,
+     "token id 18446744073709551615 is outside the vocabulary"),
+    ("huge dimensions", "POST", "/embed", b'{"inputs": "a", "dimensions": 18446744073709551615}', None, 422,
+     "`dimensions` must be an integer in [-9223372036854775808, 9223372036854775807], got number 18446744073709551615"),
 ]
 
 
@@ -325,6 +336,18 @@ def test_bad_request_gets_a_clear_4xx_and_the_server_stays_up(server, http, case
     assert r.status_code == status, (name, r.status_code, r.text[:300])
     err = r.json()
     assert set(err) == {"error", "error_type"} and needle in err["error"], (name, err)
+    healthy(server)
+
+
+def test_nesting_serde_reads_is_read_and_error_values_are_cut_short(server, http):
+    """127 levels (the deepest serde_json, TEI's parser, reads) in an unused field are read; a wrong value is quoted
+    in the error by its type and first 60 characters, not echoed whole (a 2 MB body came back in the reply)."""
+    deep = b'{"inputs": "a", "x": ' + b"[" * 126 + b"]" * 126 + b"}"
+    r = http.post("/embed", content=deep, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text[:300]
+    r = http.post("/embed", json={"inputs": "a", "normalize": "y" * 100_000})
+    assert r.status_code == 422 and len(r.text) < 300, r.text[:400]
+    assert r.json()["error"] == '`normalize` must be a boolean, got string "' + "y" * 56 + '...'
     healthy(server)
 
 
