@@ -78,8 +78,12 @@ void validate(const EmbedArgs& a, CLI::App* cmd) {
   checked_input_format(*cmd, a.input, a.input_format, a.field, a.jsonl);
   ENCORE_CHECK_AS(UsageError, a.input.empty() || a.texts.empty(), "give texts as arguments or with -i FILE, not both");
   const bool to_file = !a.output.empty() && a.output != "-";
-  ENCORE_CHECK_AS(UsageError, !to_file || a.input.empty() || a.input == "-" ||
-                                  fs::weakly_canonical(a.output) != fs::weakly_canonical(a.input),
+  // the same file by another name too: a symbolic or hard link (fs::equivalent), or a path not created yet
+  auto same_file = [](const std::string& x, const std::string& y) {
+    std::error_code ec;
+    return fs::equivalent(x, y, ec) || fs::weakly_canonical(x) == fs::weakly_canonical(y);
+  };
+  ENCORE_CHECK_AS(UsageError, !to_file || a.input.empty() || a.input == "-" || !same_file(a.output, a.input),
                   "output '", a.output, "' would overwrite the input");
   std::error_code ec;
   ENCORE_CHECK_AS(UsageError, !to_file || !fs::is_directory(a.output, ec), "output '", a.output,

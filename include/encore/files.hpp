@@ -26,6 +26,9 @@ std::string read_text_file(const std::string& path, const char* what);
 // existing file is never left half-written. Every write, the flush and the close are checked; on any failure
 // (including an exception from `write`) the temporary file is removed and encore::ResourceError (disk,
 // permissions) or the exception is thrown. A `path` that is a directory is refused before anything is written.
+// A symbolic link is followed: the file it names is replaced and the link kept. A `path` that exists and is not a
+// regular file (a device such as /dev/null or /dev/stdout, a FIFO) is written in place, as the user asked (it
+// cannot be replaced atomically, and replacing it with a file would lose what it is); a socket is refused.
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
 
 }  // namespace encore

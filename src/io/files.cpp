@@ -65,13 +65,57 @@ std::string read_text_file(const std::string& path, const char* what) {
   return text;
 }
 
+namespace {
+
+// Where a write to `path` lands: the path itself, or the file its symbolic links end at (a dangling link's target
+// included, created there as the shell's `>` would). More than 40 links (ELOOP's bound) is refused.
+std::filesystem::path resolve_output_links(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  for (int hops = 0;; ++hops) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return p;
+    ENCORE_CHECK_AS(InputError, hops < 40, "output '", path, "': too many levels of symbolic links");
+    const fs::path next = fs::read_symlink(p, ec);
+    ENCORE_CHECK_AS(InputError, !ec, "output '", path, "': cannot read the symbolic link '", p.string(), "': ",
+                    ec.message());
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+}
+
+// A device or FIFO the user named: written in place with every write and the close checked.
+// `name` is what errors call it (the user's path, and where its links led).
+void write_in_place(const std::string& path, const std::string& name,
+                    const std::function<void(std::ostream&)>& write) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  ENCORE_CHECK_AS(ResourceError, fd >= 0, "output ", name, ": cannot open it for writing: ", std::strerror(errno));
+  __gnu_cxx::stdio_filebuf<char> buf(fd, std::ios::out | std::ios::binary);  // owns and closes fd
+  std::ostream os(&buf);
+  write(os);
+  os.flush();
+  const int e = errno;
+  ENCORE_CHECK_AS(ResourceError, static_cast<bool>(os), "writing ", name, " failed: ", std::strerror(e ? e : EIO));
+  ENCORE_CHECK_AS(ResourceError, buf.close() != nullptr, "writing ", name, " failed: ",
+                  std::strerror(errno ? errno : EIO));
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   namespace fs = std::filesystem;
   ENCORE_CHECK_AS(UsageError, !path.empty(), "output: empty file name");
-  const fs::path target(path);
+  const fs::path target = resolve_output_links(path);
   std::error_code ec;
   ENCORE_CHECK_AS(UsageError, !fs::is_directory(target, ec), "output '", path,
                   "' is a directory; give a file name");
+  const fs::file_status status = fs::status(target, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    ENCORE_CHECK_AS(UsageError, !fs::is_socket(status), "output '", path, "' is a socket; give a file name");
+    errno = 0;
+    const std::string name = target == fs::path(path) ? "'" + path + "'"
+                                                      : "'" + path + "' (a link to '" + target.string() + "')";
+    return write_in_place(target.string(), name, write);
+  }
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";
   ENCORE_CHECK_AS(InputError, fs::is_directory(dir, ec), "output '", path, "': the directory '", dir.string(),
@@ -99,7 +143,7 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     ::unlink(tmp.c_str());
     throw;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
     const int e = errno;
     ::unlink(tmp.c_str());
     throw ResourceError(detail::concat("writing '", path, "' failed: cannot rename the temporary file: ",

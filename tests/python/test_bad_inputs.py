@@ -658,6 +658,48 @@ def test_stdout_full_fails(good_model):
     check(code, err, 4, ["standard output", "No space left"], "embed > /dev/full")
 
 
+def test_output_through_links_devices_and_fifos(good_model, tmp_path):
+    """-o names where the vectors go: a symbolic link's file is replaced and the link kept (dangling: its target is
+    created), a device or FIFO is written in place, a second name of the input (hard link) is refused. Before, the
+    output was renamed over the name itself: the link or FIFO became a regular file (exit 0, a FIFO's reader got
+    nothing; as root, -o /dev/null would have replaced /dev/null), and a hard link of the input destroyed it. The
+    devices are reached through links in tmp_path, so a regression replaces the link, not /dev/null."""
+    import threading
+
+    src = tmp_path / "in.txt"
+    src.write_text("hello\nworld\n")
+    real = tmp_path / "real.npy"
+    real.write_text("old")
+    (tmp_path / "link.npy").symlink_to("real.npy")
+    (tmp_path / "dangling.json").symlink_to("created.json")
+    (tmp_path / "null.npy").symlink_to("/dev/null")
+    (tmp_path / "full.json").symlink_to("/dev/full")
+    os.mkfifo(tmp_path / "fifo.json")
+    got = {}
+    reader = threading.Thread(target=lambda: got.setdefault("fifo", open(tmp_path / "fifo.json", "rb").read()),
+                              daemon=True)  # a failure before the FIFO is opened must not hang pytest
+    reader.start()
+    for out in ("link.npy", "dangling.json", "null.npy", "fifo.json"):
+        code, err, _ = run_cli("embed", "-q", "-i", src, "-o", tmp_path / out, "--model", good_model)
+        assert code == 0, f"-o {out}: exit {code}: {err}"
+    reader.join(timeout=30)
+    assert np.load(real).shape == (2, 16) and (tmp_path / "link.npy").is_symlink()
+    assert len(json.loads((tmp_path / "created.json").read_text())) == 2 and (tmp_path / "dangling.json").is_symlink()
+    assert (tmp_path / "null.npy").is_symlink() and os.path.realpath(tmp_path / "null.npy") == "/dev/null"
+    assert len(json.loads(got["fifo"])) == 2 and (tmp_path / "fifo.json").is_fifo()
+    code, err, _ = run_cli("embed", "-q", "-i", src, "-o", tmp_path / "full.json", "--model", good_model)
+    check(code, err, 4, ["full.json", "No space left on device"], "-o a link to /dev/full")
+    assert (tmp_path / "full.json").is_symlink()
+    # the input under a second name: refused before anything is written
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"text": "hello", "id": 1}\n')
+    os.link(data, tmp_path / "same.jsonl")
+    code, err, _ = run_cli("embed", "-i", data, "-o", tmp_path / "same.jsonl", "--model", good_model)
+    check(code, err, 2, ["would overwrite the input"], "hard link of the input")
+    assert data.read_text() == '{"text": "hello", "id": 1}\n'
+    assert not [p.name for p in tmp_path.rglob("*tmp-*")]
+
+
 def test_invalid_utf8_input_is_embedded(good_model, tmp_path):
     """Not an error: invalid UTF-8 is replaced (U+FFFD) as HF tokenizers do, and the output is finite."""
     src = tmp_path / "bad.txt"
