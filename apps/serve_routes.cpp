@@ -543,29 +543,29 @@ struct Router::Impl {
     opt.truncate = false;
     opt.add_special_tokens = get_or<bool>(body, "add_special_tokens", true);
     const std::string prompt = prompt_of(body);
-    Json all = Json::array();
-    for (const auto& text0 : in.texts) {
-      const std::string text = prompt + text0;
+    // Written straight into the reply, the keys in the order a JSON object of them dumps (id, special, start,
+    // stop, text): a DOM of one object per token took ~450x the text in memory (a 1.95 MB text: 0.9 GB).
+    std::string out = "[";
+    for (size_t i = 0; i < in.texts.size(); ++i) {
+      const std::string text = prompt + in.texts[i];
       const Encoding e = encoder->tokenize({text}, opt)[0];
-      Json toks = Json::array();
+      out += i ? ",[" : "[";
       for (size_t t = 0; t < e.size(); ++t) {
         const bool special = t < e.special_tokens_mask.size() && e.special_tokens_mask[t] == 1;
-        Json tok = {{"id", e.ids[t]}, {"special", special}};
+        out += t ? ",{\"id\":" : "{\"id\":";
+        out += std::to_string(e.ids[t]);
         if (special) {
-          tok["text"] = e.tokens[t];
-          tok["start"] = nullptr;
-          tok["stop"] = nullptr;
+          out += ",\"special\":true,\"start\":null,\"stop\":null,\"text\":" + dump(Json(e.tokens[t])) + "}";
         } else {
           const auto [b, end] = e.offsets[t];
-          tok["text"] = text.substr(static_cast<size_t>(b), static_cast<size_t>(end - b));
-          tok["start"] = b;
-          tok["stop"] = end;
+          out += ",\"special\":false,\"start\":" + std::to_string(b) + ",\"stop\":" + std::to_string(end) +
+                 ",\"text\":" + dump(Json(text.substr(static_cast<size_t>(b), static_cast<size_t>(end - b)))) + "}";
         }
-        toks.push_back(tok);
       }
-      all.push_back(toks);
+      out += "]";
     }
-    return json_reply(dump(all));
+    out += "]";
+    return json_reply(std::move(out));
   }
 
   http::Response decode(const http::Request& req) {
