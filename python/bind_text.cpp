@@ -63,9 +63,11 @@ py::object encode_python(const encore::SentenceEncoder& self, const py::object& 
   if (single) {
     texts.push_back(utf8_text(sentences, "encode: sentences"));
   } else {
-    if (!py::isinstance<py::iterable>(sentences))
-      throw encore::UsageError("encode: sentences must be a str or a list of str, got " +
-                               py::str(py::type::of(sentences).attr("__name__")).cast<std::string>());
+    // bytes are iterable (as ints): name them instead of complaining about their first byte
+    if (!py::isinstance<py::iterable>(sentences) || py::isinstance<py::bytes>(sentences) ||
+        py::isinstance<py::bytearray>(sentences))
+      throw encore::UsageError("encode: sentences must be a str or a list of str, got " + type_name_of(sentences) +
+                               (py::isinstance<py::iterable>(sentences) ? " (decode bytes to str first)" : ""));
     for (auto item : sentences)
       texts.push_back(utf8_text(item, "encode: sentences[" + std::to_string(texts.size()) + "]"));
   }
@@ -78,7 +80,7 @@ py::object encode_python(const encore::SentenceEncoder& self, const py::object& 
   encore::EncodeOptions opt;
   opt.allow_nonfinite = allow_nonfinite;
   opt.batch_size = batch_size;
-  if (!normalize_embeddings.is_none()) opt.normalize = normalize_embeddings.cast<bool>();
+  if (!normalize_embeddings.is_none()) opt.normalize = bool_arg(normalize_embeddings, "encode: normalize_embeddings");
   const std::string mode = truncation.is_none() ? (truncate ? "right" : "error") : utf8_text(truncation, "encode: truncation");
   if (!truncate && mode != "error")
     throw encore::UsageError("encode: truncate=False refuses long texts; it cannot be combined with truncation='" + mode + "'");
@@ -90,8 +92,8 @@ py::object encode_python(const encore::SentenceEncoder& self, const py::object& 
   opt.chunk_stride = chunk_stride;
   if (!prompt_name.is_none()) opt.prompt_name = utf8_text(prompt_name, "encode: prompt_name");
   if (!prompt.is_none()) opt.prompt = utf8_text(prompt, "encode: prompt");
-  if (!truncate_dim.is_none()) opt.truncate_dim = truncate_dim.cast<int64_t>();
-  opt.progress = progress_reporter(!show_progress_bar.is_none() && show_progress_bar.cast<bool>());
+  if (!truncate_dim.is_none()) opt.truncate_dim = int_arg(truncate_dim, "encode: truncate_dim");
+  opt.progress = progress_reporter(!show_progress_bar.is_none() && bool_arg(show_progress_bar, "encode: show_progress_bar"));
 
   if (output == "token_embeddings") {
     // sentence-transformers returns one (tokens, hidden) matrix per text; quantized, all of them share the
@@ -128,7 +130,7 @@ std::pair<std::string, std::string> text_pair(const py::handle& item, const std:
 // model's, checked by SentenceEncoder::set_truncate_dim / encode).
 int64_t truncate_dim_arg(const py::object& dims) {
   if (dims.is_none()) return 0;
-  const int64_t d = dims.cast<int64_t>();
+  const int64_t d = int_arg(dims, "truncate_dim");
   if (d < 1) throw encore::UsageError("truncate_dim must be a positive number of dimensions, got " + std::to_string(d));
   return d;
 }

@@ -42,6 +42,38 @@ inline std::string utf8_text(const py::handle& obj, const std::string& what) {
   return std::string(data, static_cast<size_t>(size));
 }
 
+inline std::string type_name_of(const py::handle& obj) {
+  return py::str(py::type::of(obj).attr("__name__")).cast<std::string>();
+}
+
+// An integer argument (int, or anything with __index__ such as numpy.int64; not bool, not float) as int64, or an
+// encore.UsageError naming `what` and the value: pybind11's own cast said "Unable to cast ... to C++ type '?'".
+inline int64_t int_arg(const py::handle& obj, const std::string& what) {
+  if (py::isinstance<py::bool_>(obj) || !PyIndex_Check(obj.ptr()))
+    throw encore::UsageError(what + " must be an int, got " + type_name_of(obj) + " " +
+                             py::str(py::repr(obj)).cast<std::string>().substr(0, 40));
+  int overflow = 0;
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+  if (!index) throw py::error_already_set();
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0)
+    throw encore::UsageError(what + " is out of range: " + py::str(index).cast<std::string>().substr(0, 40));
+  return static_cast<int64_t>(v);
+}
+
+// A truth value spelled as one (True/False, numpy.bool_, or the ints 0 and 1): 'yes' or 2 is an encore.UsageError
+// (Python's truthiness would take any non-empty string as True).
+inline bool bool_arg(const py::handle& obj, const std::string& what) {
+  if (py::isinstance<py::bool_>(obj) || type_name_of(obj) == "bool_" || type_name_of(obj) == "bool")
+    return obj.cast<bool>();
+  if (py::isinstance<py::int_>(obj)) {
+    const py::int_ v = py::reinterpret_borrow<py::int_>(obj);
+    if (v.equal(py::int_(0)) || v.equal(py::int_(1))) return v.equal(py::int_(1));
+  }
+  throw encore::UsageError(what + " must be True or False, got " + type_name_of(obj) + " " +
+                           py::str(py::repr(obj)).cast<std::string>().substr(0, 40));
+}
+
 // "left"/"right" for padding and truncation sides; anything else is an error, never silently "right".
 inline bool is_left_side(const std::string& direction, const char* what) {
   if (direction != "left" && direction != "right")

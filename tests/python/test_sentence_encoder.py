@@ -104,6 +104,22 @@ def test_bad_inputs(enc):
         enc.encode(["x"], batch_size=0)
     with pytest.raises(encore.Error, match="does not exist"):
         encore.SentenceEncoder("/nonexistent/model")
+    # arguments of the wrong type name themselves (bytes read as a list of ints said "sentences[0]: ... got int";
+    # pybind11's cast said "Unable to cast Python instance to C++ type '?'")
+    for kwargs, message in [
+            (dict(sentences=b"hello"), "sentences must be a str or a list of str, got bytes (decode bytes to str first)"),
+            (dict(sentences=["a"], truncate_dim=2.5), "truncate_dim must be an int, got float 2.5"),
+            (dict(sentences=["a"], truncate_dim="3"), "truncate_dim must be an int, got str '3'"),
+            (dict(sentences=["a"], truncate_dim=2 ** 64), "truncate_dim is out of range: 18446744073709551616"),
+            (dict(sentences=["a"], normalize_embeddings="yes"), "normalize_embeddings must be True or False, got str"),
+            (dict(sentences=["a"], show_progress_bar=2), "show_progress_bar must be True or False, got int 2")]:
+        with pytest.raises(encore.UsageError) as e:
+            enc.encode(**kwargs)
+        assert message in str(e.value), (kwargs, str(e.value))
+    with pytest.raises(encore.UsageError, match="truncate_dim must be an int, got float"):
+        encore.SentenceEncoder(MODEL, truncate_dim=8.0)
+    assert enc.encode(["a"], truncate_dim=np.int64(5), normalize_embeddings=np.bool_(True)).shape == (1, 5)
+    assert enc.encode(["a"], normalize_embeddings=0, show_progress_bar=False).shape == (1, 384)
 
 
 POOLINGS = ["cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken", ("cls", "mean", "max")]
