@@ -55,6 +55,10 @@ std::string payload_limit_message(int64_t payload_limit) {
          " bytes (--payload-limit)";
 }
 
+std::string header_limit_message() {
+  return "request headers are larger than " + std::to_string(kHeaderLimit) + " bytes";
+}
+
 }  // namespace
 
 ParsedRequest parse_request(std::string_view bytes, int64_t payload_limit) {
@@ -75,7 +79,10 @@ ParsedRequest parse_request(std::string_view bytes, int64_t payload_limit) {
     }
     if (ec) break;
   }
-  if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit) {
+  if (ec == bhttp::error::header_limit) {
+    out.reject_status = 431;
+    out.reject_message = header_limit_message();
+  } else if (ec == bhttp::error::body_limit) {
     out.reject_status = 413;
     out.reject_message = payload_limit_message(payload_limit);
   } else if (ec) {
@@ -168,6 +175,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit) {
       request_.method = std::string(parser_->get().method_string());
       request_.path = std::string(parser_->get().target());
+      if (ec == bhttp::error::header_limit)  // 431 Request Header Fields Too Large (RFC 6585), not the body's 413
+        return reject(431, json_error(header_limit_message(), "Validation"));
       return reject(413, json_error(payload_limit_message(server_.opt.payload_limit), "Validation"));
     }
     if (ec) {

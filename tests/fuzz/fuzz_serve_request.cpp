@@ -3,7 +3,7 @@
 // truncation, prompts, batching through the real engine) -> one reply. The model is the tiny BERT of
 // fuzz_util.hpp with MiniLM's tokenizer. The first byte picks the router: without or with an API key ("k").
 //
-// Checked: malformed or oversized requests are 400/413; every complete request gets exactly one reply, within
+// Checked: malformed or oversized requests are 400/413/431; every complete request gets exactly one reply, within
 // 30 s (no hang), with a status the routes document (never 500: that is an escaped exception) and a JSON body
 // for errors.
 #include <chrono>
@@ -44,7 +44,8 @@ struct Fixture {
 };
 
 bool documented_status(int s) {
-  return s == 200 || s == 400 || s == 401 || s == 404 || s == 405 || s == 413 || s == 422 || s == 424 || s == 429;
+  return s == 200 || s == 400 || s == 401 || s == 404 || s == 405 || s == 413 || s == 422 || s == 424 || s == 429 ||
+         s == 431;
 }
 
 }  // namespace
@@ -55,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
   const cli::http::ParsedRequest parsed = cli::http::parse_request(bytes, kPayloadLimit);
   if (!parsed.complete) {
-    FUZZ_ASSERT(parsed.reject_status == 0 || parsed.reject_status == 400 || parsed.reject_status == 413);
+    FUZZ_ASSERT(parsed.reject_status == 0 || parsed.reject_status == 400 || parsed.reject_status == 413 ||
+                parsed.reject_status == 431);
     return 0;
   }
   struct Reply {

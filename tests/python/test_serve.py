@@ -319,6 +319,8 @@ BAD = [
     ("bad token id", "POST", "/embed", {"inputs": [[101, 10 ** 9]]}, None, 422, "outside the vocabulary"),
     ("over max batch", "POST", "/embed", {"inputs": ["a"] * 33}, None, 422, "maximum allowed batch size 32"),
     ("over payload", "POST", "/embed", {"inputs": ["x" * 2_100_000]}, None, 413, "payload limit"),
+    ("over header limit", "POST", "/embed", {"inputs": "a"}, {"X-Padding": "p" * 70_000}, 431,
+     "request headers are larger than 65536 bytes"),  # was 413 naming the body's payload limit
     ("invalid utf-8", "POST", "/embed", b'{"inputs": "caf\xe9 \xff"}', None, 400, "UTF-8"),
     ("too long", "POST", "/embed", {"inputs": LONG, "truncate": False}, None, 413, "more than the model's maximum 256"),
     ("no api key", "POST", "/embed", {"inputs": "a"}, {"Authorization": ""}, 401, "missing API key"),
