@@ -339,6 +339,8 @@ BAD = [
     ("nested in an unused field", "POST", "/embed", b'{"inputs": "a", "x": ' + b"{\"a\": " * 129 + b"1" + b"}" * 129 + b"}",
      None, 400, "nested more than 128 levels deep"),
     # above int64: read back as -1 before
+    ("duplicate field", "POST", "/embed", b'{"inputs": "a", "normalize": true, "inputs": "b"}', None, 422,
+     "duplicate field `inputs`"),  # TEI's serde refuses it; the last value won silently
     ("huge token id", "POST", "/embed", b'{"inputs": [[101, 18446744073709551615]]}', None, 422,
      "token id 18446744073709551615 is outside the vocabulary"),
     ("huge dimensions", "POST", "/embed", b'{"inputs": "a", "dimensions": 18446744073709551615}', None, 422,
