@@ -78,10 +78,13 @@ void validate(const EmbedArgs& a, CLI::App* cmd) {
   checked_input_format(*cmd, a.input, a.input_format, a.field, a.jsonl);
   ENCORE_CHECK_AS(UsageError, a.input.empty() || a.texts.empty(), "give texts as arguments or with -i FILE, not both");
   const bool to_file = !a.output.empty() && a.output != "-";
-  // the same file by another name too: a symbolic or hard link (fs::equivalent), or a path not created yet
+  // the same regular file by another name too: a symbolic or hard link (fs::equivalent), or a path not created yet
+  // (a terminal both read and written, -i /dev/stdin -o /dev/stdout, is not one)
   auto same_file = [](const std::string& x, const std::string& y) {
-    std::error_code ec;
-    return fs::equivalent(x, y, ec) || fs::weakly_canonical(x) == fs::weakly_canonical(y);
+    std::error_code ec, ec_x, ec_y;
+    if (is_stream_output(x)) return false;
+    const fs::path cx = fs::weakly_canonical(x, ec_x), cy = fs::weakly_canonical(y, ec_y);
+    return fs::equivalent(x, y, ec) || (!ec_x && !ec_y && cx == cy);
   };
   ENCORE_CHECK_AS(UsageError, !to_file || a.input.empty() || a.input == "-" || !same_file(a.output, a.input),
                   "output '", a.output, "' would overwrite the input");
@@ -89,7 +92,9 @@ void validate(const EmbedArgs& a, CLI::App* cmd) {
   ENCORE_CHECK_AS(UsageError, !to_file || !fs::is_directory(a.output, ec), "output '", a.output,
                   "' is a directory; give a file name");
   const OutputFormat f = output_format(a);
-  ENCORE_CHECK_AS(UsageError, f != OutputFormat::npy || to_file, "--format npy needs an output file (-o FILE.npy)");
+  ENCORE_CHECK_AS(UsageError, f != OutputFormat::npy || (to_file && !is_stream_output(a.output)),
+                  "--format npy needs an output file (-o FILE.npy) it can rewrite the header of; '", a.output,
+                  "' is a stream (an open descriptor such as /dev/stdout, or a FIFO): use .jsonl, .json or .csv there");
   ENCORE_CHECK_AS(UsageError, !a.resume || (f == OutputFormat::jsonl && to_file),
                   "--resume needs a .jsonl output (-o FILE.jsonl), which is written block by block");
   const EmbeddingPrecision p = parse_embedding_precision(a.precision);

@@ -184,20 +184,9 @@ Json parse_body(const http::Request& req) {
   if (req.body.empty()) fail(400, "empty request body: expected a JSON object", "Empty");
   if (const size_t at = json_too_deep_at(req.body); at != std::string::npos)
     fail(400, "the request body is not read: " + json_too_deep_message(at));
-  // A field given twice: TEI (serde) refuses it; nlohmann would keep the last value silently.
-  std::string duplicate;
-  std::vector<std::string> seen;
-  const Json::parser_callback_t note_duplicates = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::key && depth == 1 && duplicate.empty()) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) duplicate = key;
-      else seen.push_back(key);
-    }
-    return true;
-  };
   Json j;
   try {
-    j = Json::parse(req.body, note_duplicates);
+    j = Json::parse(req.body);
   } catch (const Json::parse_error& e) {
     const std::string what = e.what();
     if (what.find("UTF-8") != std::string::npos)
@@ -205,7 +194,9 @@ Json parse_body(const http::Request& req) {
     fail(400, "the request body is not valid JSON: " + what);
   }
   if (!j.is_object()) fail(422, std::string("the request body must be a JSON object, got ") + j.type_name());
-  if (!duplicate.empty()) fail(422, "duplicate field `" + duplicate + "`");
+  // serde (TEI) refuses a field given twice (of those it knows; encore any), where the last value would win here
+  if (const std::optional<std::string> twice = json_duplicate_top_level_key(req.body))
+    fail(422, "duplicate field `" + *twice + "`");
   return j;
 }
 

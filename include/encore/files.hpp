@@ -27,8 +27,14 @@ std::string read_text_file(const std::string& path, const char* what);
 // (including an exception from `write`) the temporary file is removed and encore::ResourceError (disk,
 // permissions) or the exception is thrown. A `path` that is a directory is refused before anything is written.
 // A symbolic link is followed: the file it names is replaced and the link kept. A `path` that exists and is not a
-// regular file (a device such as /dev/null or /dev/stdout, a FIFO) is written in place, as the user asked (it
-// cannot be replaced atomically, and replacing it with a file would lose what it is); a socket is refused.
+// regular file (a device such as /dev/null, a FIFO) is written in place, as the user asked (it cannot be replaced
+// atomically, and replacing it with a file would lose what it is); a socket is refused. A path naming an open
+// descriptor (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) is written through that descriptor, at its
+// offset (a shell's >> appends, and what the script wrote there before stays).
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
+// Whether `path` is a stream write_file_atomically cannot seek back in: a descriptor path (its offset is the
+// shell's, not 0) or a FIFO. Output that rewrites its start (an .npy header, with its row count) cannot go there.
+// A device (/dev/null) is not one; a terminal fails such a seek when it is made.
+bool is_stream_output(const std::string& path);
 
 }  // namespace encore

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <istream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,11 @@ constexpr int kMaxJsonDepth = 128;
 size_t json_too_deep_at(std::string_view text);
 // "arrays and objects nested more than 128 levels deep (at byte N)": the error text for json_too_deep_at's offset.
 std::string json_too_deep_message(size_t offset);
+// The first key that the top-level object of `text` gives twice (compared unescaped), or nullopt: also when `text`
+// is not a JSON object or not valid JSON (parsing it says so). A JSON library keeps the last value silently;
+// serde (TEI) and the safetensors format refuse. One linear pass that builds nothing (a parser callback would make
+// nlohmann 3.11's parse quadratic in the number of objects).
+std::optional<std::string> json_duplicate_top_level_key(std::string_view text);
 
 enum class RecordFormat { text, jsonl, csv };
 

@@ -67,14 +67,31 @@ std::string read_text_file(const std::string& path, const char* what) {
 
 namespace {
 
+// The descriptor a path names: /dev/stdout (1), /dev/stderr (2), /dev/fd/N, /proc/self/fd/N; else -1. Their links
+// (to /proc/self/fd/1, then "pipe:[N]" or the file the shell opened) must not be followed as paths: the write goes
+// to the open descriptor, at its offset, as the shell set it up (>> appends; what was written before stays).
+int descriptor_of(const std::filesystem::path& p) {
+  const std::string s = p.lexically_normal().string();
+  if (s == "/dev/stdout") return 1;
+  if (s == "/dev/stderr") return 2;
+  for (const char* dir : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string prefix(dir);
+    if (s.size() > prefix.size() && s.compare(0, prefix.size(), prefix) == 0 &&
+        s.find_first_not_of("0123456789", prefix.size()) == std::string::npos && s.size() - prefix.size() < 9)
+      return std::stoi(s.substr(prefix.size()));
+  }
+  return -1;
+}
+
 // Where a write to `path` lands: the path itself, or the file its symbolic links end at (a dangling link's target
-// included, created there as the shell's `>` would). More than 40 links (ELOOP's bound) is refused.
+// included, created there as the shell's `>` would), or a descriptor path (descriptor_of) met on the way. More
+// than 40 links (ELOOP's bound) is refused.
 std::filesystem::path resolve_output_links(const std::string& path) {
   namespace fs = std::filesystem;
   fs::path p(path);
   for (int hops = 0;; ++hops) {
     std::error_code ec;
-    if (!fs::is_symlink(fs::symlink_status(p, ec))) return p;
+    if (descriptor_of(p) >= 0 || !fs::is_symlink(fs::symlink_status(p, ec))) return p;
     ENCORE_CHECK_AS(InputError, hops < 40, "output '", path, "': too many levels of symbolic links");
     const fs::path next = fs::read_symlink(p, ec);
     ENCORE_CHECK_AS(InputError, !ec, "output '", path, "': cannot read the symbolic link '", p.string(), "': ",
@@ -83,11 +100,12 @@ std::filesystem::path resolve_output_links(const std::string& path) {
   }
 }
 
-// A device or FIFO the user named: written in place with every write and the close checked.
-// `name` is what errors call it (the user's path, and where its links led).
-void write_in_place(const std::string& path, const std::string& name,
+// A device or FIFO the user named (opened, truncated), or an open descriptor (descriptor >= 0: a duplicate of it,
+// written at its offset): written in place with every write and the close checked. `name` is what errors call it
+// (the user's path, and where its links led).
+void write_in_place(const std::string& path, int descriptor, const std::string& name,
                     const std::function<void(std::ostream&)>& write) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  const int fd = descriptor >= 0 ? ::fcntl(descriptor, F_DUPFD_CLOEXEC, 0) : ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   ENCORE_CHECK_AS(ResourceError, fd >= 0, "output ", name, ": cannot open it for writing: ", std::strerror(errno));
   __gnu_cxx::stdio_filebuf<char> buf(fd, std::ios::out | std::ios::binary);  // owns and closes fd
   std::ostream os(&buf);
@@ -101,6 +119,14 @@ void write_in_place(const std::string& path, const std::string& name,
 
 }  // namespace
 
+bool is_stream_output(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target = resolve_output_links(path);
+  std::error_code ec;
+  const fs::file_status status = fs::status(target, ec);
+  return descriptor_of(target) >= 0 || fs::is_fifo(status);
+}
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   namespace fs = std::filesystem;
   ENCORE_CHECK_AS(UsageError, !path.empty(), "output: empty file name");
@@ -108,13 +134,17 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   std::error_code ec;
   ENCORE_CHECK_AS(UsageError, !fs::is_directory(target, ec), "output '", path,
                   "' is a directory; give a file name");
+  const std::string name = target == fs::path(path) ? "'" + path + "'"
+                                                    : "'" + path + "' (a link to '" + target.string() + "')";
+  if (const int descriptor = descriptor_of(target); descriptor >= 0) {
+    errno = 0;
+    return write_in_place(target.string(), descriptor, name, write);
+  }
   const fs::file_status status = fs::status(target, ec);
   if (fs::exists(status) && !fs::is_regular_file(status)) {
     ENCORE_CHECK_AS(UsageError, !fs::is_socket(status), "output '", path, "' is a socket; give a file name");
     errno = 0;
-    const std::string name = target == fs::path(path) ? "'" + path + "'"
-                                                      : "'" + path + "' (a link to '" + target.string() + "')";
-    return write_in_place(target.string(), name, write);
+    return write_in_place(target.string(), -1, name, write);
   }
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <unordered_set>
 #include <nlohmann/json.hpp>
 
 #include "encore/error.hpp"
@@ -35,6 +37,45 @@ size_t json_too_deep_at(std::string_view text) {
 std::string json_too_deep_message(size_t offset) {
   return "arrays and objects nested more than " + std::to_string(kMaxJsonDepth) + " levels deep (at byte " +
          std::to_string(offset) + ")";
+}
+
+namespace {
+
+// SAX events of nlohmann's parser: only the depth and the top-level keys are kept.
+struct TopLevelKeys {
+  std::unordered_set<std::string> seen;
+  std::optional<std::string> duplicate;
+  int depth = 0;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(nlohmann::json::number_integer_t) { return true; }
+  bool number_unsigned(nlohmann::json::number_unsigned_t) { return true; }
+  bool number_float(nlohmann::json::number_float_t, const nlohmann::json::string_t&) { return true; }
+  bool string(nlohmann::json::string_t&) { return true; }
+  bool binary(nlohmann::json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return ++depth, true; }
+  bool end_object() { return --depth, true; }
+  bool start_array(std::size_t) { return ++depth, true; }
+  bool end_array() { return --depth, true; }
+  bool key(nlohmann::json::string_t& k) {
+    if (depth == 1 && !seen.insert(k).second) {
+      duplicate = k;
+      return false;  // found: stop
+    }
+    return true;
+  }
+  template <class Exception>
+  bool parse_error(std::size_t, const std::string&, const Exception&) {
+    return false;
+  }
+};
+
+}  // namespace
+
+std::optional<std::string> json_duplicate_top_level_key(std::string_view text) {
+  TopLevelKeys keys;
+  nlohmann::json::sax_parse(text.begin(), text.end(), &keys);
+  return keys.duplicate;
 }
 
 

@@ -126,26 +126,18 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   f->data_ = base + 8 + header_len;
   f->data_size_ = size - 8 - header_len;
 
-  // Parse with a callback that rejects duplicate top-level keys (the JSON library would keep the last one).
-  std::set<std::string> top_keys;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1) {
-      std::string k = parsed.get<std::string>();
-      if (!top_keys.insert(k).second && duplicate.empty()) duplicate = k;
-    }
-    return true;
-  };
   json header;
   const std::string_view header_text(reinterpret_cast<const char*>(base + 8), header_len);
   if (const size_t at = json_too_deep_at(header_text); at != std::string::npos)
     fail("header: " + json_too_deep_message(at));
   try {
-    header = json::parse(reinterpret_cast<const char*>(base + 8), reinterpret_cast<const char*>(base + 8 + header_len), cb);
+    header = json::parse(header_text);
   } catch (const json::exception& e) {
     fail(std::string("header is not valid JSON: ") + e.what());
   }
-  if (!duplicate.empty()) fail("duplicate tensor name '" + duplicate + "' in the header");
+  // the JSON library would keep the last entry of a name given twice
+  if (const std::optional<std::string> duplicate = json_duplicate_top_level_key(header_text))
+    fail("duplicate tensor name '" + *duplicate + "' in the header");
   if (!header.is_object()) fail("header is not a JSON object");
 
   std::vector<std::pair<uint64_t, uint64_t>> ranges;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <utf8proc.h>
 
 #include "encore/sentence_encoder.hpp"
@@ -68,8 +69,17 @@ struct SentenceStep {
   DenseModule module;  // kind == dense
 };
 
-kernels::Act dense_activation(const std::string& name, const std::string& where) {
-  if (name.empty() || ends_with(name, ".Identity")) return kernels::Act::none;
+// As sentence-transformers' Dense.load: no activation_function is its default, Tanh; a path outside torch is not
+// imported (without trust_remote_code) and falls back to Tanh with a warning.
+kernels::Act dense_activation(const std::optional<std::string>& configured, const std::string& where) {
+  if (!configured) return kernels::Act::tanh;
+  const std::string& name = *configured;
+  if (name.rfind("torch.", 0) != 0) {
+    warn(where + ": activation_function '" + name + "' is not a torch class; sentence-transformers falls back to "
+         "Tanh for it (without trust_remote_code), and so does encore");
+    return kernels::Act::tanh;
+  }
+  if (ends_with(name, ".Identity")) return kernels::Act::none;
   if (ends_with(name, ".Tanh")) return kernels::Act::tanh;
   if (ends_with(name, ".ReLU")) return kernels::Act::relu;
   if (ends_with(name, ".GELU")) return kernels::Act::gelu_erf;
@@ -282,7 +292,8 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
       ENCORE_CHECK_AS(ModelFormatError, have_pooling, "modules.json in '", model_dir, "': Dense module '", dir.string(),
                       "' before Pooling (a Dense reads the pooled sentence embedding)");
       const int64_t in = cfg["in_features"].integer(1, 1 << 20), out = cfg["out_features"].integer(1, 1 << 20);
-      const std::string act = cfg.get_or("activation_function", "");
+      const std::optional<std::string> act =
+          cfg.has("activation_function") ? std::optional<std::string>(cfg["activation_function"].str()) : std::nullopt;
       if (in != impl->dimension)
         cfg["in_features"].fail("the incoming dimension " + std::to_string(impl->dimension));
       ENCORE_CHECK_AS(ModelFormatError, !fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "model.safetensors"),
@@ -303,12 +314,12 @@ SentenceEncoder SentenceEncoder::load(const std::string& model_dir, DType dtype)
         d.residual_weight = w.get_f32("residual.weight");
         check_shape(d.residual_weight, "Dense residual.weight", {out, in});
       }
+      impl->description.push_back("Dense: " + std::to_string(in) + " -> " + std::to_string(out) + ", " +
+                                  (act ? *act : std::string("Tanh (the default)")) + (d.residual ? ", residual" : ""));
       if (impl->normalize) impl->after_pooling.push_back({SentenceStep::normalize, {}});  // a Normalize before it
       impl->normalize = false;
       impl->after_pooling.push_back(std::move(step));
       impl->dimension = out;
-      impl->description.push_back("Dense: " + std::to_string(in) + " -> " + std::to_string(out) + ", " +
-                                  (act.empty() ? std::string("identity") : act) + (d.residual ? ", residual" : ""));
     } else if (ends_with(type, ".Normalize")) {
       if (!dir.empty() && fs::exists(dir / "config.json")) {
         const fs::path file = dir / "config.json";

@@ -690,6 +690,21 @@ def test_output_through_links_devices_and_fifos(good_model, tmp_path):
     code, err, _ = run_cli("embed", "-q", "-i", src, "-o", tmp_path / "full.json", "--model", good_model)
     check(code, err, 4, ["full.json", "No space left on device"], "-o a link to /dev/full")
     assert (tmp_path / "full.json").is_symlink()
+    # /dev/stdout is the open descriptor, at its offset: a pipe gets the vectors, and a file the shell appends to
+    # keeps what was written before (its links were followed to /proc/self/fd/1 -> "pipe:[N]": 'cannot create a
+    # temporary file', or the shell's file was replaced by a new one)
+    code, err, out = run_cli("embed", "-q", "-i", src, "-o", "/dev/stdout", "--format", "json", "--model", good_model)
+    assert code == 0 and len(json.loads(out)) == 2, err
+    log = tmp_path / "log.csv"
+    log.write_text("written before\n")
+    with open(log, "ab") as appended:
+        code, err, _ = run_cli("embed", "-q", "-i", src, "-o", "/dev/stdout", "--format", "csv", "--model",
+                               good_model, stdout=appended)
+    assert code == 0, err
+    lines = log.read_text().splitlines()
+    assert lines[0] == "written before" and len(lines) == 4, lines[:2]  # + the CSV header and 2 rows
+    code, err, _ = run_cli("embed", "-q", "-i", src, "-o", "/dev/stdout", "--format", "npy", "--model", good_model)
+    check(code, err, 2, ["is a stream"], "npy to standard output")
     # the input under a second name: refused before anything is written
     data = tmp_path / "data.jsonl"
     data.write_text('{"text": "hello", "id": 1}\n')

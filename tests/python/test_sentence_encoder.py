@@ -174,6 +174,19 @@ def test_modules_run_in_their_order_and_dense_residuals(tmp_path):
         ref = st.encode(texts, batch_size=16)
         got = encore.SentenceEncoder(path).encode(texts, batch_size=16)
         compare(got, ref, name)
+    # a Dense config without activation_function is sentence-transformers' default, Tanh (encore took it as
+    # identity), and a path outside torch falls back to Tanh there too (without trust_remote_code)
+    for name, edit in [("no_activation", lambda c: c.pop("activation_function")),
+                       ("foreign_activation", lambda c: c.update(activation_function="mypackage.Swish"))]:
+        st, path = _pipeline(tmp_path, name, Pooling(384, pooling_mode="mean"),
+                             Dense(384, 32, activation_function=torch.nn.ReLU()))
+        config = pathlib.Path(path) / "2_Dense" / "config.json"
+        cfg = json.loads(config.read_text())
+        edit(cfg)
+        config.write_text(json.dumps(cfg))
+        ref = SentenceTransformer(path, device="cpu").encode(texts, batch_size=16)
+        assert (ref < 0).any()  # Tanh, not the saved ReLU
+        compare(encore.SentenceEncoder(path).encode(texts, batch_size=16), ref, name)
     # the projected residual is part of the result: the same pipeline without it differs
     st, _ = _pipeline(tmp_path, "plain", Pooling(384, pooling_mode=("mean", "max")),
                       Dense(768, 64, bias=False, activation_function=torch.nn.Tanh()), Normalize(),
